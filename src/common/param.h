@@ -1,0 +1,38 @@
+/* param.h - the device's limits: one place, reported by ibv_query_device and enforced by verbs. */
+#ifndef URNIC_PARAM_H
+#define URNIC_PARAM_H
+
+#define URNIC_VENDOR_ID 0x000000 /* no IEEE OUI: urnic is software */
+#define URNIC_VENDOR_PART_ID 0x7572 /* "ur" */
+#define URNIC_HW_VER 1
+#define URNIC_FW_VER "0.1.0"
+
+#define URNIC_MAX_QP 16384
+#define URNIC_MAX_QP_WR 16384
+#define URNIC_MAX_SGE 16
+#define URNIC_MAX_INLINE 512
+#define URNIC_MAX_CQ 16384
+#define URNIC_MAX_CQE (1 << 20)
+#define URNIC_MAX_MR 65536
+#define URNIC_MAX_MR_SIZE (1ull << 40)
+#define URNIC_MAX_PD 65536
+#define URNIC_MAX_AH 65536
+#define URNIC_MAX_QP_RD_ATOM 16
+#define URNIC_MAX_SRQ 0
+#define URNIC_MAX_MSG_SIZE (1u << 31) /* an IB message is at most 2^31 bytes */
+#define URNIC_PAGE_SIZE_CAP 0xfffff000u
+#define URNIC_NUM_COMP_VECTORS 1
+#define URNIC_PORT_GID_TBL_LEN 1
+#define URNIC_PORT_PKEY_TBL_LEN 1
+#define URNIC_MAX_MTU_ENUM 5 /* IBV_MTU_4096 */
+
+/* Transport tuning. */
+#define URNIC_TX_WINDOW 128   /* packets a requester has outstanding (incl. READ responses) */
+#define URNIC_ACKREQ_EVERY 32 /* AckReq at least this often inside a long message */
+#define URNIC_RX_BATCH 64     /* packets per recvmmsg */
+#define URNIC_TX_BATCH 32     /* packets per sendmmsg */
+#define URNIC_RESP_BURST 64   /* READ response packets sent per QP per engine turn */
+#define URNIC_TX_SOCKETS 8    /* source ports (ECMP entropy), chosen per QP */
+#define URNIC_SOCK_BUF (8 << 20)
+
+#endif

@@ -1,0 +1,82 @@
+/* stats.h - live counters of a urnic device, published in a shared-memory file for `urnic stats`. */
+#ifndef URNIC_STATS_H
+#define URNIC_STATS_H
+
+#include <stdint.h>
+
+/* Every counter once: its identifier and the name `urnic stats` prints. Device-wide and per-QP
+ * counters share the list; a counter that has no meaning for a QP simply stays 0 there. */
+#define URNIC_COUNTERS(X)                                                                          \
+	X(tx_packets, "tx_packets")                                                                \
+	X(tx_bytes, "tx_bytes")                                                                    \
+	X(rx_packets, "rx_packets")                                                                \
+	X(rx_bytes, "rx_bytes")                                                                    \
+	X(tx_syscalls, "tx_syscalls")                                                              \
+	X(rx_syscalls, "rx_syscalls")                                                              \
+	X(retransmits, "retransmitted_packets")                                                    \
+	X(timeouts, "ack_timeouts")                                                                \
+	X(acks_sent, "acks_sent")                                                                  \
+	X(acks_rcvd, "acks_received")                                                              \
+	X(nak_seq_sent, "nak_psn_seq_err_sent")                                                    \
+	X(nak_seq_rcvd, "nak_psn_seq_err_received")                                                \
+	X(nak_inv_sent, "nak_invalid_request_sent")                                                \
+	X(nak_inv_rcvd, "nak_invalid_request_received")                                            \
+	X(nak_acc_sent, "nak_remote_access_sent")                                                  \
+	X(nak_acc_rcvd, "nak_remote_access_received")                                              \
+	X(nak_op_sent, "nak_remote_op_err_sent")                                                   \
+	X(nak_op_rcvd, "nak_remote_op_err_received")                                               \
+	X(rnr_nak_sent, "rnr_nak_sent")                                                            \
+	X(rnr_nak_rcvd, "rnr_nak_received")                                                        \
+	X(dup_requests, "duplicate_requests")                                                      \
+	X(drop_short, "drop_truncated")                                                            \
+	X(drop_icrc, "drop_bad_icrc")                                                              \
+	X(drop_bad_header, "drop_bad_header")                                                      \
+	X(drop_opcode, "drop_bad_opcode")                                                          \
+	X(drop_no_qp, "drop_unknown_qp")                                                           \
+	X(drop_qp_state, "drop_qp_state")                                                          \
+	X(drop_peer, "drop_wrong_peer")                                                            \
+	X(drop_psn, "drop_psn_out_of_window")                                                      \
+	X(drop_length, "drop_bad_length")                                                          \
+	X(drop_nomem, "drop_no_buffer")                                                            \
+	X(cq_overflow, "cq_overflow")
+
+enum urnic_counter {
+#define URNIC_COUNTER_ENUM(id, name) URNIC_C_##id,
+	URNIC_COUNTERS(URNIC_COUNTER_ENUM)
+#undef URNIC_COUNTER_ENUM
+	URNIC_C_COUNT
+};
+
+extern const char *const urnic_counter_names[URNIC_C_COUNT];
+
+/* Layout of the file /dev/shm/urnic-<pid>-<device>.stats (one per device a process opened).
+ * The library writes it with relaxed atomic adds; readers copy it and may see a counter a few
+ * events behind. Version bumps whenever this layout changes. */
+#define URNIC_STATS_MAGIC 0x75726e6963737461ull /* "urnicsta" */
+#define URNIC_STATS_VERSION 1
+#define URNIC_STATS_QP_SLOTS 1024
+
+struct urnic_stats_qp {
+	uint32_t qpn;    /* 0: slot free */
+	uint32_t state;  /* enum ibv_qp_state */
+	uint32_t type;   /* enum ibv_qp_type */
+	uint32_t dest_qpn;
+	uint32_t peer_addr; /* IPv4, network order */
+	uint32_t pad;
+	uint64_t c[URNIC_C_COUNT];
+};
+
+struct urnic_stats_file {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t pid;
+	char dev_name[16];
+	uint32_t addr; /* IPv4, network order */
+	uint32_t counter_count;  /* URNIC_C_COUNT of the writer */
+	uint64_t c[URNIC_C_COUNT];
+	uint32_t qp_slots;
+	uint32_t pad;
+	struct urnic_stats_qp qp[URNIC_STATS_QP_SLOTS];
+};
+
+#endif

@@ -1,0 +1,186 @@
+/* engine.c - the progress thread of a device: receives batches, sends the ACKs they owe, sends
+ * READ responses, fires timers, and sleeps in ppoll when there is nothing to do. */
+#include <errno.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+
+uint64_t urnic_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void urnic_engine_wake(struct urnic_dev *dev)
+{
+	uint64_t one = 1;
+
+	if (write(dev->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		return;
+}
+
+void urnic_engine_deadline(struct urnic_dev *dev, uint64_t deadline)
+{
+	uint64_t cur = atomic_load(&dev->timer_next);
+
+	while (deadline < cur && !atomic_compare_exchange_weak(&dev->timer_next, &cur, deadline))
+		;
+	if (deadline < atomic_load(&dev->sleep_until_ns))
+		urnic_engine_wake(dev);
+}
+
+void urnic_engine_kick(struct urnic_qp *qp)
+{
+	urnic_engine_deadline(qp->dev, 0);
+}
+
+static void send_owed_acks(struct urnic_dev *dev, struct urnic_txbatch *b)
+{
+	while (dev->ack_list) {
+		struct urnic_qp *qp = dev->ack_list;
+
+		dev->ack_list = qp->ack_next;
+		pthread_mutex_lock(&qp->lock);
+		qp->on_ack_list = false;
+		urnic_resp_send_ack(qp, b);
+		pthread_mutex_unlock(&qp->lock);
+	}
+}
+
+static uint64_t qp_next_deadline(const struct urnic_qp *qp)
+{
+	uint64_t d = UINT64_MAX;
+
+	if (qp->ack_deadline)
+		d = qp->ack_deadline;
+	if (qp->rnr_deadline && qp->rnr_deadline < d)
+		d = qp->rnr_deadline;
+	return d;
+}
+
+/* Timers and READ responses of every QP; returns the next deadline. dev->qp_lock held. */
+static uint64_t scan_qps(struct urnic_dev *dev, struct urnic_txbatch *b)
+{
+	uint64_t now = urnic_now_ns(), next = UINT64_MAX;
+	bool more = false;
+
+	atomic_store(&dev->timer_next, UINT64_MAX);
+	dev->tx_pending = false;
+	for (int i = 0; i < dev->nqp; i++) {
+		struct urnic_qp *qp = dev->qps[i];
+
+		pthread_mutex_lock(&qp->lock);
+		urnic_comp_timers(qp, now, b);
+		if (qp->rd_count)
+			more |= urnic_resp_tx(qp, b);
+		uint64_t d = qp_next_deadline(qp);
+
+		pthread_mutex_unlock(&qp->lock);
+		if (d < next)
+			next = d;
+	}
+	urnic_tx_flush(b);
+	dev->tx_pending |= more;
+	urnic_engine_deadline(dev, next);
+	return next;
+}
+
+static void process_rx(struct urnic_dev *dev, struct urnic_rxpkt *pkts, int n,
+		       struct urnic_txbatch *b)
+{
+	pthread_mutex_lock(&dev->qp_lock);
+	for (int i = 0; i < n; i++)
+		urnic_recv_packet(dev, &pkts[i], b);
+	send_owed_acks(dev, b);
+	urnic_tx_flush(b);
+	pthread_mutex_unlock(&dev->qp_lock);
+}
+
+static void sleep_until(struct urnic_dev *dev, uint64_t deadline)
+{
+	struct pollfd fds[2] = {{.fd = dev->net.rx_fd, .events = POLLIN},
+				{.fd = dev->wake_fd, .events = POLLIN}};
+	struct timespec ts, *tsp = NULL;
+	uint64_t now = urnic_now_ns();
+
+	atomic_store(&dev->sleep_until_ns, deadline);
+	/* a deadline set between our scan and the store above must not be slept through */
+	if (atomic_load(&dev->timer_next) < deadline)
+		deadline = atomic_load(&dev->timer_next);
+	if (deadline != UINT64_MAX) {
+		uint64_t wait = deadline > now ? deadline - now : 0;
+
+		ts = (struct timespec){.tv_sec = (time_t)(wait / 1000000000ull),
+				       .tv_nsec = (long)(wait % 1000000000ull)};
+		tsp = &ts;
+	}
+	if (ppoll(fds, 2, tsp, NULL) > 0 && (fds[1].revents & POLLIN)) {
+		uint64_t v;
+
+		if (read(dev->wake_fd, &v, sizeof(v)) < 0)
+			v = 0;
+	}
+	atomic_store(&dev->sleep_until_ns, 0);
+}
+
+static void *engine_main(void *arg)
+{
+	struct urnic_dev *dev = arg;
+	struct urnic_rxpkt pkts[URNIC_RX_BATCH];
+	static _Thread_local struct urnic_txbatch b;
+
+	urnic_tx_init(&b, dev);
+	while (!atomic_load(&dev->stop)) {
+		int n = urnic_net_recv(&dev->net, pkts);
+
+		if (n > 0) {
+			urnic_count(dev, URNIC_C_rx_syscalls, 1);
+			process_rx(dev, pkts, n, &b);
+		}
+		if (dev->tx_pending || urnic_now_ns() >= atomic_load(&dev->timer_next)) {
+			pthread_mutex_lock(&dev->qp_lock);
+			scan_qps(dev, &b);
+			pthread_mutex_unlock(&dev->qp_lock);
+		}
+		if (n == URNIC_RX_BATCH || dev->tx_pending)
+			continue;
+		if (n == 0)
+			sleep_until(dev, atomic_load(&dev->timer_next));
+	}
+	return NULL;
+}
+
+int urnic_engine_start(struct urnic_dev *dev)
+{
+	const char *trace = getenv("URNIC_TRACE");
+
+	urnic_trace = trace && *trace && *trace != '0';
+	dev->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (dev->wake_fd < 0)
+		return -errno;
+	atomic_store(&dev->timer_next, UINT64_MAX);
+	atomic_store(&dev->sleep_until_ns, 0);
+	atomic_store(&dev->stop, false);
+	int err = pthread_create(&dev->thread, NULL, engine_main, dev);
+
+	if (err) {
+		close(dev->wake_fd);
+		return -err;
+	}
+	return 0;
+}
+
+void urnic_engine_stop(struct urnic_dev *dev)
+{
+	atomic_store(&dev->stop, true);
+	urnic_engine_wake(dev);
+	pthread_join(dev->thread, NULL);
+	close(dev->wake_fd);
+}

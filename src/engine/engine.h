@@ -1,0 +1,102 @@
+/* engine.h - the transport engine's stages: requester, responder, completer, receive dispatch,
+ * timers and the progress thread. No sockets here: packets go through net.h. */
+#ifndef URNIC_ENGINE_H
+#define URNIC_ENGINE_H
+
+#include "urnic.h"
+
+/* Packets assembled by one stage turn, sent in one batched call. */
+struct urnic_txbatch {
+	struct urnic_dev *dev;
+	int n;
+	struct urnic_txpkt pkts[URNIC_TX_BATCH];
+};
+
+/* pkt.c: URNIC_TRACE=1 prints every packet sent and received on stderr */
+extern bool urnic_trace;
+void urnic_trace_pkt(const char *dir, const struct urnic_dev *dev, const uint8_t *bth,
+		     uint32_t len, uint32_t peer);
+
+/* pkt.c: building packets */
+void urnic_tx_init(struct urnic_txbatch *b, struct urnic_dev *dev);
+struct urnic_txpkt *urnic_tx_begin(struct urnic_txbatch *b, struct urnic_qp *qp, uint8_t opcode,
+				   uint32_t psn, bool ackreq, bool se);
+/* Payload iovecs are already appended after iov[0]; adds pad and ICRC. */
+void urnic_tx_finish(struct urnic_qp *qp, struct urnic_txpkt *p, uint32_t payload_len);
+void urnic_tx_flush(struct urnic_txbatch *b);
+static inline uint8_t *urnic_tx_ext(struct urnic_txpkt *p, unsigned off)
+{
+	return p->hdr + off;
+}
+
+/* requester.c: turns send WQEs into request packets while the window allows. QP lock held. */
+void urnic_req_run(struct urnic_qp *qp, struct urnic_txbatch *b);
+/* Go back to psn (NAK, timeout, implicit NAK) and send again from there. */
+void urnic_req_retransmit_from(struct urnic_qp *qp, uint32_t psn);
+
+/* completer.c: ACKs and responses for this QP's requests; retry and RNR timers. */
+void urnic_comp_rx(struct urnic_qp *qp, const struct urnic_rxpkt *pkt, struct urnic_txbatch *b);
+void urnic_comp_timers(struct urnic_qp *qp, uint64_t now, struct urnic_txbatch *b);
+void urnic_comp_arm_timer(struct urnic_qp *qp);
+
+/* responder.c: executes incoming requests, answers with ACKs and READ/atomic responses. */
+void urnic_resp_rx(struct urnic_qp *qp, const struct urnic_rxpkt *pkt, struct urnic_txbatch *b);
+/* Sends pending READ responses (a burst) and a pending ACK. Returns true if more remain. */
+bool urnic_resp_tx(struct urnic_qp *qp, struct urnic_txbatch *b);
+/* Sends the ACK the last receive batch left owing, if any. */
+void urnic_resp_send_ack(struct urnic_qp *qp, struct urnic_txbatch *b);
+
+/* recv.c: validates a packet and hands it to the responder or completer. */
+void urnic_recv_packet(struct urnic_dev *dev, const struct urnic_rxpkt *pkt,
+		       struct urnic_txbatch *b);
+
+/* cq.c (engine side) and qp error handling */
+void urnic_cq_push(struct urnic_cq *cq, const struct ibv_wc *wc, bool solicited);
+void urnic_complete_send(struct urnic_qp *qp, struct urnic_swqe *w, enum ibv_wc_status st);
+/* Moves the QP to ERR and flushes both queues. QP lock held. */
+void urnic_qp_error(struct urnic_qp *qp);
+void urnic_qp_flush(struct urnic_qp *qp);
+
+/* engine.c: the progress thread */
+int urnic_engine_start(struct urnic_dev *dev);
+void urnic_engine_stop(struct urnic_dev *dev);
+void urnic_engine_wake(struct urnic_dev *dev);
+/* Called after setting a QP deadline: wakes the engine if it sleeps past it. */
+void urnic_engine_deadline(struct urnic_dev *dev, uint64_t deadline);
+/* Asks the engine to give this QP a turn (pending READ responses). */
+void urnic_engine_kick(struct urnic_qp *qp);
+
+static inline void urnic_qp_count(struct urnic_qp *qp, enum urnic_counter c, uint64_t n)
+{
+	urnic_count(qp->dev, c, n);
+	if (qp->stats)
+		atomic_fetch_add_explicit((_Atomic uint64_t *)&qp->stats->c[c], n,
+					  memory_order_relaxed);
+}
+
+static inline struct urnic_swqe *sq_at(struct urnic_qp *qp, uint32_t idx)
+{
+	return &qp->sq[idx & (qp->sq_size - 1)];
+}
+static inline struct urnic_rwqe *rq_at(struct urnic_qp *qp, uint32_t idx)
+{
+	return &qp->rq[idx & (qp->rq_size - 1)];
+}
+static inline bool wqe_is_rd_atomic(const struct urnic_swqe *w)
+{
+	return w->opcode == IBV_WR_RDMA_READ || w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	       w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+static inline bool wqe_is_atomic(const struct urnic_swqe *w)
+{
+	return w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+/* IB "timeout" attribute: 4.096 us * 2^t; 0 means infinite. */
+static inline uint64_t urnic_ack_timeout_ns(uint8_t t)
+{
+	return t ? 4096ull << (t > 31 ? 31 : t) : 0;
+}
+uint64_t urnic_rnr_timer_ns(unsigned code);
+
+#endif

@@ -1,0 +1,95 @@
+/* pkt.c - assembling outgoing packets: BTH, pad, ICRC, and the batch they leave in. */
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+
+bool urnic_trace;
+
+void urnic_trace_pkt(const char *dir, const struct urnic_dev *dev, const uint8_t *bth,
+		     uint32_t len, uint32_t peer)
+{
+	char a[INET_ADDRSTRLEN];
+	const struct urnic_opcode_info *op = urnic_op(bth_opcode(bth));
+
+	inet_ntop(AF_INET, &peer, a, sizeof(a));
+	fprintf(stderr, "urnic %d %s %s %-24s qpn %06x psn %06x len %u%s", (int)getpid(), dir, a,
+		op->name ? op->name : "?", bth_dqpn(bth), bth_psn(bth), len,
+		bth_ackreq(bth) ? " ackreq" : "");
+	if (op->aeth)
+		fprintf(stderr, " aeth %02x msn %u", aeth_syndrome(bth + op->aeth),
+			aeth_msn(bth + op->aeth));
+	if (op->reth)
+		fprintf(stderr, " reth va %llx len %u", (unsigned long long)reth_va(bth + op->reth),
+			reth_len(bth + op->reth));
+	fputc('\n', stderr);
+}
+
+void urnic_tx_init(struct urnic_txbatch *b, struct urnic_dev *dev)
+{
+	b->dev = dev;
+	b->n = 0;
+}
+
+void urnic_tx_flush(struct urnic_txbatch *b)
+{
+	uint64_t syscalls = 0;
+
+	if (b->n == 0)
+		return;
+	urnic_net_send(&b->dev->net, b->pkts, b->n, &syscalls);
+	urnic_count(b->dev, URNIC_C_tx_syscalls, syscalls);
+	b->n = 0;
+}
+
+struct urnic_txpkt *urnic_tx_begin(struct urnic_txbatch *b, struct urnic_qp *qp, uint8_t opcode,
+				   uint32_t psn, bool ackreq, bool se)
+{
+	if (b->n == URNIC_TX_BATCH)
+		urnic_tx_flush(b);
+	struct urnic_txpkt *p = &b->pkts[b->n++];
+	const struct urnic_opcode_info *op = urnic_op(opcode);
+	struct urnic_bth_fields f = {
+		.opcode = opcode,
+		.se = se,
+		.ackreq = ackreq,
+		.pkey = URNIC_DEFAULT_PKEY,
+		.dqpn = qp->attr.dest_qp_num,
+		.psn = psn,
+	};
+
+	memset(p->hdr, 0, op->hdr_len);
+	urnic_bth_build(p->hdr, &f);
+	p->daddr = qp->peer_addr;
+	p->sport_idx = qp->sport_idx;
+	p->iov[0] = (struct iovec){.iov_base = p->hdr, .iov_len = op->hdr_len};
+	p->iovcnt = 1;
+	return p;
+}
+
+void urnic_tx_finish(struct urnic_qp *qp, struct urnic_txpkt *p, uint32_t payload_len)
+{
+	struct urnic_dev *dev = qp->dev;
+	unsigned pad = (4 - (payload_len & 3)) & 3;
+	uint32_t hdr_len = (uint32_t)p->iov[0].iov_len;
+	struct urnic_ip4_flow flow = {
+		.saddr = dev->addr,
+		.daddr = p->daddr,
+		.sport = urnic_net_sport(&dev->net, p->sport_idx),
+		.dport = URNIC_ROCEV2_PORT,
+	};
+
+	p->hdr[1] = (uint8_t)((p->hdr[1] & ~0x30) | pad << 4);
+	memset(p->trailer, 0, sizeof(p->trailer));
+	p->len = hdr_len + payload_len + pad + URNIC_ICRC_LEN;
+	p->iov[p->iovcnt++] = (struct iovec){.iov_base = p->trailer, .iov_len = pad};
+	urnic_icrc_compute(&flow, p->iov, p->iovcnt, p->len - URNIC_ICRC_LEN, p->trailer + pad);
+	p->iov[p->iovcnt - 1].iov_len = pad + URNIC_ICRC_LEN;
+	if (urnic_trace)
+		urnic_trace_pkt("tx", dev, p->hdr, p->len, p->daddr);
+	urnic_qp_count(qp, URNIC_C_tx_packets, 1);
+	urnic_qp_count(qp, URNIC_C_tx_bytes, p->len);
+}

@@ -1,0 +1,129 @@
+/* recv.c - receive dispatch: every check a packet must pass, in order, before the responder or
+ * completer sees it. A failed check is a counted drop, never a crash and never trusted. */
+#include "engine/engine.h"
+
+struct rx_ctx {
+	struct urnic_dev *dev;
+	const struct urnic_rxpkt *pkt;
+	const struct urnic_opcode_info *op;
+	struct urnic_qp *qp;
+};
+
+/* Each check returns 0 to pass or the counter naming why the packet is dropped. */
+typedef int (*rx_check)(struct rx_ctx *c);
+
+#define PASS 0
+#define DROP(reason) (URNIC_C_##reason + 1)
+
+static int check_length(struct rx_ctx *c)
+{
+	return c->pkt->len < URNIC_BTH_LEN + URNIC_ICRC_LEN ? DROP(drop_short) : PASS;
+}
+
+static int check_opcode(struct rx_ctx *c)
+{
+	c->op = urnic_op(bth_opcode(c->pkt->data));
+	return c->op->mask == 0 ? DROP(drop_opcode) : PASS;
+}
+
+static int check_header(struct rx_ctx *c)
+{
+	const uint8_t *bth = c->pkt->data;
+
+	if (bth_tver(bth) != 0 || (bth_pkey(bth) & 0x7fff) != (URNIC_DEFAULT_PKEY & 0x7fff))
+		return DROP(drop_bad_header);
+	if (c->pkt->len < (uint32_t)c->op->hdr_len + bth_padcnt(bth) + URNIC_ICRC_LEN)
+		return DROP(drop_length);
+	return PASS;
+}
+
+static int check_qp(struct rx_ctx *c)
+{
+	uint32_t qpn = bth_dqpn(c->pkt->data);
+	struct urnic_qp *qp = c->dev->qp_table[qpn % URNIC_MAX_QP];
+
+	if (!qp || qp->ibv.qp_num != qpn)
+		return DROP(drop_no_qp);
+	c->qp = qp;
+	pthread_mutex_lock(&qp->lock);
+	return PASS;
+}
+
+static int check_icrc(struct rx_ctx *c)
+{
+	struct urnic_ip4_flow flow = {
+		.saddr = c->pkt->saddr,
+		.daddr = c->pkt->daddr,
+		.sport = c->pkt->sport,
+		.dport = URNIC_ROCEV2_PORT,
+	};
+
+	return urnic_icrc_check(&flow, c->pkt->data, c->pkt->len, &c->qp->peer_ip_id)
+		       ? PASS
+		       : DROP(drop_icrc);
+}
+
+static int check_transport(struct rx_ctx *c)
+{
+	static const uint32_t qp_type_mask[] = {
+		[IBV_QPT_RC] = URNIC_M_RC, [IBV_QPT_UC] = URNIC_M_UC, [IBV_QPT_UD] = URNIC_M_UD};
+	enum ibv_qp_type t = c->qp->ibv.qp_type;
+
+	if (t > IBV_QPT_UD || !(c->op->mask & qp_type_mask[t]))
+		return DROP(drop_opcode);
+	return PASS;
+}
+
+/* Requests need RTR or later; responses are only awaited in RTS. */
+static int check_state(struct rx_ctx *c)
+{
+	enum ibv_qp_state s = c->qp->ibv.state;
+
+	if (c->op->mask & URNIC_M_REQ)
+		return s == IBV_QPS_RTR || s == IBV_QPS_RTS ? PASS : DROP(drop_qp_state);
+	return s == IBV_QPS_RTS ? PASS : DROP(drop_qp_state);
+}
+
+/* An RC peer is its address; the UDP source port is entropy and may vary. */
+static int check_peer(struct rx_ctx *c)
+{
+	return c->pkt->saddr == c->qp->peer_addr ? PASS : DROP(drop_peer);
+}
+
+static const rx_check rx_checks[] = {
+	check_length, check_opcode, check_header, check_qp,
+	check_icrc,   check_transport, check_state, check_peer,
+};
+
+void urnic_recv_packet(struct urnic_dev *dev, const struct urnic_rxpkt *pkt,
+		       struct urnic_txbatch *b)
+{
+	struct rx_ctx c = {.dev = dev, .pkt = pkt};
+
+	if (urnic_trace && pkt->len >= URNIC_BTH_LEN)
+		urnic_trace_pkt("rx", dev, pkt->data, pkt->len, pkt->saddr);
+	urnic_count(dev, URNIC_C_rx_packets, 1);
+	urnic_count(dev, URNIC_C_rx_bytes, pkt->len);
+	for (size_t i = 0; i < sizeof(rx_checks) / sizeof(rx_checks[0]); i++) {
+		int drop = rx_checks[i](&c);
+
+		if (drop) {
+			if (c.qp) {
+				urnic_qp_count(c.qp, (enum urnic_counter)(drop - 1), 1);
+				pthread_mutex_unlock(&c.qp->lock);
+			} else {
+				urnic_count(dev, (enum urnic_counter)(drop - 1), 1);
+			}
+			return;
+		}
+	}
+	if (c.qp->stats) {
+		atomic_fetch_add_explicit((_Atomic uint64_t *)&c.qp->stats->c[URNIC_C_rx_packets], 1,
+					  memory_order_relaxed);
+	}
+	if (c.op->mask & URNIC_M_REQ)
+		urnic_resp_rx(c.qp, pkt, b);
+	else
+		urnic_comp_rx(c.qp, pkt, b);
+	pthread_mutex_unlock(&c.qp->lock);
+}

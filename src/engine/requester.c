@@ -1,0 +1,220 @@
+/* requester.c - turns send WQEs into request packets, in order, as far as the window allows. */
+#include <errno.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "mem/mr.h"
+
+enum req_step {
+	REQ_SENT_PACKET, /* one packet went out; go on */
+	REQ_WQE_DONE,    /* the WQE has no packets left */
+	REQ_BLOCKED,     /* window, rd/atomic limit, fence or RNR wait: resume later */
+	REQ_ERROR,       /* local error: the QP went to ERR */
+};
+
+/* Opcode of packet i of n for a SEND or WRITE, from the FIRST/MIDDLE/LAST/ONLY family. */
+static uint8_t data_opcode(const struct urnic_swqe *w, uint32_t i, uint32_t n)
+{
+	bool write = w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+	bool imm = w->opcode == IBV_WR_SEND_WITH_IMM || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+
+	if (n == 1)
+		return write ? (imm ? URNIC_OP_WRITE_ONLY_IMM : URNIC_OP_WRITE_ONLY)
+			     : (imm ? URNIC_OP_SEND_ONLY_IMM : URNIC_OP_SEND_ONLY);
+	if (i == 0)
+		return write ? URNIC_OP_WRITE_FIRST : URNIC_OP_SEND_FIRST;
+	if (i + 1 < n)
+		return write ? URNIC_OP_WRITE_MIDDLE : URNIC_OP_SEND_MIDDLE;
+	return write ? (imm ? URNIC_OP_WRITE_LAST_IMM : URNIC_OP_WRITE_LAST)
+		     : (imm ? URNIC_OP_SEND_LAST_IMM : URNIC_OP_SEND_LAST);
+}
+
+static uint32_t inflight(const struct urnic_qp *qp)
+{
+	return (uint32_t)psn_diff(qp->snd_nxt, qp->snd_una);
+}
+
+static void note_psns(struct urnic_qp *qp, uint32_t psn, uint32_t n)
+{
+	uint32_t end = psn_add(psn, n);
+
+	if (psn_diff(end, qp->snd_nxt) > 0)
+		qp->snd_nxt = end;
+}
+
+/* Payload of a packet: straight from the MR (or the WQE's inline copy), no staging copy. */
+static int add_payload(struct urnic_qp *qp, struct urnic_swqe *w, struct urnic_txpkt *p,
+		       uint64_t off, uint32_t len)
+{
+	int n;
+
+	if (len == 0)
+		return 0;
+	if (w->is_inline) { /* copied at post time: no key to check */
+		p->iov[p->iovcnt++] = (struct iovec){.iov_base = w->inline_buf + off,
+						     .iov_len = len};
+		return 0;
+	}
+	n = urnic_sge_to_iov(qp->dev, to_upd(qp->ibv.pd), w->sge, w->num_sge, off, len,
+			     p->iov + p->iovcnt, URNIC_TX_MAX_IOV - 2);
+	if (n < 0)
+		return n;
+	p->iovcnt += (uint16_t)n;
+	return 0;
+}
+
+static enum req_step send_data_packet(struct urnic_qp *qp, struct urnic_swqe *w,
+				      struct urnic_txbatch *b)
+{
+	uint32_t i = w->sent, psn = psn_add(w->first_psn, i);
+	uint64_t off = (uint64_t)i * qp->mtu;
+	uint32_t len = w->length - off < qp->mtu ? (uint32_t)(w->length - off) : qp->mtu;
+	uint8_t opcode = data_opcode(w, i, w->npkts);
+	const struct urnic_opcode_info *op = urnic_op(opcode);
+	bool last = op->mask & URNIC_M_LAST;
+	bool ackreq = last || psn_diff(psn, qp->last_ackreq) >= URNIC_ACKREQ_EVERY;
+	struct urnic_txpkt *p = urnic_tx_begin(b, qp, opcode, psn, ackreq,
+					       last && (w->send_flags & IBV_SEND_SOLICITED));
+
+	if (op->reth)
+		reth_build(urnic_tx_ext(p, op->reth), w->raddr, w->rkey, w->length);
+	if (op->immdt)
+		memcpy(urnic_tx_ext(p, op->immdt), &w->imm, 4);
+	if (add_payload(qp, w, p, off, len) != 0) {
+		b->n--; /* never sent */
+		urnic_complete_send(qp, w, IBV_WC_LOC_PROT_ERR);
+		urnic_qp_error(qp);
+		return REQ_ERROR;
+	}
+	urnic_tx_finish(qp, p, len);
+	if (ackreq)
+		qp->last_ackreq = psn;
+	w->sent++;
+	note_psns(qp, psn, 1);
+	return w->sent == w->npkts ? REQ_WQE_DONE : REQ_SENT_PACKET;
+}
+
+/* One READ request asks for at most a window of response packets: the responder has no flow
+ * control of its own, so the requester bounds what can be in flight towards it. */
+static enum req_step send_read_request(struct urnic_qp *qp, struct urnic_swqe *w,
+				       struct urnic_txbatch *b)
+{
+	uint32_t chunk = w->npkts - w->sent;
+
+	if (chunk > URNIC_TX_WINDOW)
+		chunk = URNIC_TX_WINDOW;
+	if (inflight(qp) > 0 && inflight(qp) + chunk > URNIC_TX_WINDOW)
+		return REQ_BLOCKED;
+	uint64_t off = (uint64_t)w->sent * qp->mtu;
+	uint64_t left = w->length - off;
+	uint32_t len = left < (uint64_t)chunk * qp->mtu ? (uint32_t)left : chunk * qp->mtu;
+	uint32_t psn = psn_add(w->first_psn, w->sent);
+	const struct urnic_opcode_info *op = urnic_op(URNIC_OP_READ_REQUEST);
+	struct urnic_txpkt *p = urnic_tx_begin(b, qp, URNIC_OP_READ_REQUEST, psn, true, false);
+
+	reth_build(urnic_tx_ext(p, op->reth), w->raddr + off, w->rkey, len);
+	urnic_tx_finish(qp, p, 0);
+	w->sent += chunk;
+	qp->rd_outstanding++;
+	note_psns(qp, psn, chunk);
+	return w->sent == w->npkts ? REQ_WQE_DONE : REQ_SENT_PACKET;
+}
+
+static enum req_step send_atomic(struct urnic_qp *qp, struct urnic_swqe *w,
+				 struct urnic_txbatch *b)
+{
+	uint8_t opcode = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? URNIC_OP_CMP_SWAP
+								: URNIC_OP_FETCH_ADD;
+	const struct urnic_opcode_info *op = urnic_op(opcode);
+	struct urnic_txpkt *p = urnic_tx_begin(b, qp, opcode, w->first_psn, true, false);
+	uint64_t swap_add = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? w->swap : w->compare_add;
+	uint64_t compare = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? w->compare_add : 0;
+
+	atomiceth_build(urnic_tx_ext(p, op->atomiceth), w->raddr, w->rkey, swap_add, compare);
+	urnic_tx_finish(qp, p, 0);
+	w->sent = 1;
+	qp->rd_outstanding++;
+	note_psns(qp, w->first_psn, 1);
+	return REQ_WQE_DONE;
+}
+
+static int max_rd_atomic(const struct urnic_qp *qp)
+{
+	return qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1;
+}
+
+static enum req_step step(struct urnic_qp *qp, struct urnic_swqe *w, struct urnic_txbatch *b)
+{
+	if (w->sent == 0 && w->state == URNIC_WQE_POSTED) {
+		/* FENCE: wait for every earlier READ and atomic to complete */
+		if ((w->send_flags & IBV_SEND_FENCE) && qp->rd_outstanding > 0)
+			return REQ_BLOCKED;
+		w->first_psn = qp->snd_nxt;
+	}
+	if (inflight(qp) >= URNIC_TX_WINDOW)
+		return REQ_BLOCKED;
+	if (wqe_is_rd_atomic(w) && qp->rd_outstanding >= max_rd_atomic(qp))
+		return REQ_BLOCKED;
+	if (w->opcode == IBV_WR_RDMA_READ)
+		return send_read_request(qp, w, b);
+	if (wqe_is_atomic(w))
+		return send_atomic(qp, w, b);
+	return send_data_packet(qp, w, b);
+}
+
+void urnic_req_run(struct urnic_qp *qp, struct urnic_txbatch *b)
+{
+	bool sent_any = false;
+
+	if (qp->ibv.state != IBV_QPS_RTS || qp->rnr_deadline)
+		return;
+	pthread_rwlock_rdlock(&qp->dev->mr_lock);
+	while (qp->sq_next != qp->sq_prod) {
+		struct urnic_swqe *w = sq_at(qp, qp->sq_next);
+		enum req_step s = step(qp, w, b);
+
+		if (s == REQ_BLOCKED || s == REQ_ERROR)
+			break;
+		sent_any = true;
+		if (s == REQ_WQE_DONE) {
+			w->state = URNIC_WQE_SENT;
+			qp->sq_next++;
+		}
+	}
+	/* the payload iovecs point into MRs: send before dereg may run */
+	urnic_tx_flush(b);
+	pthread_rwlock_unlock(&qp->dev->mr_lock);
+	if (sent_any && !qp->ack_deadline)
+		urnic_comp_arm_timer(qp);
+}
+
+void urnic_req_retransmit_from(struct urnic_qp *qp, uint32_t psn)
+{
+	uint32_t idx = qp->sq_cons, end = qp->sq_next;
+
+	/* the WQE holding psn: every WQE before it is complete */
+	while (idx != end) {
+		struct urnic_swqe *w = sq_at(qp, idx);
+
+		if (w->state != URNIC_WQE_DONE &&
+		    psn_diff(psn, psn_add(w->first_psn, w->npkts)) < 0)
+			break;
+		idx++;
+	}
+	if (end != qp->sq_prod && sq_at(qp, end)->sent > 0)
+		end++; /* the partly sent WQE goes back too */
+	for (uint32_t i = idx; i != end; i++) {
+		sq_at(qp, i)->state = URNIC_WQE_POSTED;
+		sq_at(qp, i)->sent = 0;
+	}
+	if (idx != end) {
+		struct urnic_swqe *w = sq_at(qp, idx);
+
+		w->sent = w->opcode == IBV_WR_RDMA_READ ? w->rcvd
+							: (uint32_t)psn_diff(psn, w->first_psn);
+	}
+	qp->sq_next = idx;
+	qp->rd_outstanding = 0;
+	qp->snd_nxt = psn;
+	qp->last_ackreq = psn_add(psn, URNIC_PSN_MASK - URNIC_ACKREQ_EVERY); /* ask for an ACK */
+}

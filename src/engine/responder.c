@@ -1,0 +1,509 @@
+/* responder.c - executes incoming RC requests in PSN order: places SEND and WRITE data, answers
+ * READs and atomics, ACKs (coalesced per receive batch), NAKs and duplicates. Engine thread. */
+#include <string.h>
+
+#include "engine/engine.h"
+#include "mem/mr.h"
+
+/* What a request packet led to; each outcome is one small action below. */
+enum resp_outcome {
+	RESP_DONE,      /* executed; ACK if asked */
+	RESP_RNR,       /* no receive WQE: RNR NAK, PSN not consumed */
+	RESP_NAK_INV,   /* invalid request: NAK, QP to ERR */
+	RESP_NAK_ACC,   /* remote access error: NAK, QP to ERR */
+	RESP_NAK_OP,    /* remote operational error: NAK, QP to ERR */
+};
+
+struct resp_pkt {
+	const uint8_t *bth;
+	const struct urnic_opcode_info *op;
+	uint32_t psn;
+	const uint8_t *payload;
+	uint32_t payload_len;
+};
+
+static struct urnic_pd *qp_pd(struct urnic_qp *qp)
+{
+	return to_upd(qp->ibv.pd);
+}
+
+static void send_aeth(struct urnic_qp *qp, struct urnic_txbatch *b, uint32_t psn,
+		      enum urnic_aeth_type type, unsigned value, uint32_t msn)
+{
+	struct urnic_txpkt *p = urnic_tx_begin(b, qp, URNIC_OP_ACK, psn, false, false);
+
+	aeth_build(urnic_tx_ext(p, urnic_op(URNIC_OP_ACK)->aeth), type, value, msn);
+	urnic_tx_finish(qp, p, 0);
+}
+
+static void queue_ack(struct urnic_qp *qp, uint32_t psn)
+{
+	if (!qp->ack_pending || psn_diff(psn, qp->ack_psn) > 0) {
+		qp->ack_psn = psn;
+		qp->ack_msn = qp->msn;
+	}
+	qp->ack_pending = true;
+	if (!qp->on_ack_list) {
+		qp->on_ack_list = true;
+		qp->ack_next = qp->dev->ack_list;
+		qp->dev->ack_list = qp;
+	}
+}
+
+static const enum urnic_counter nak_sent_counter[] = {
+	[URNIC_NAK_PSN_SEQ_ERR] = URNIC_C_nak_seq_sent,
+	[URNIC_NAK_INVALID_REQ] = URNIC_C_nak_inv_sent,
+	[URNIC_NAK_REM_ACCESS_ERR] = URNIC_C_nak_acc_sent,
+	[URNIC_NAK_REM_OP_ERR] = URNIC_C_nak_op_sent,
+};
+
+static void send_nak(struct urnic_qp *qp, struct urnic_txbatch *b, enum urnic_nak_code code)
+{
+	send_aeth(qp, b, qp->epsn, URNIC_AETH_NAK, code, qp->msn);
+	urnic_qp_count(qp, nak_sent_counter[code], 1);
+	qp->nak_sent = true;
+}
+
+/* ---- receive WQEs ---- */
+
+static struct urnic_rwqe *current_recv(struct urnic_qp *qp)
+{
+	return qp->rq_cons == qp->rq_prod ? NULL : rq_at(qp, qp->rq_cons);
+}
+
+static void complete_recv(struct urnic_qp *qp, const struct resp_pkt *rp, enum ibv_wc_status st,
+			  enum ibv_wc_opcode opcode, uint32_t byte_len)
+{
+	struct urnic_rwqe *r = rq_at(qp, qp->rq_cons);
+	struct ibv_wc wc = {
+		.wr_id = r->wr_id,
+		.status = st,
+		.opcode = opcode,
+		.byte_len = byte_len,
+		.qp_num = qp->ibv.qp_num,
+		.src_qp = qp->attr.dest_qp_num,
+	};
+
+	if (rp->op->immdt) {
+		memcpy(&wc.imm_data, rp->bth + rp->op->immdt, 4);
+		wc.wc_flags |= IBV_WC_WITH_IMM;
+	}
+	qp->rq_cons++;
+	qp->recv_taken = false;
+	urnic_cq_push(to_ucq(qp->ibv.recv_cq), &wc, bth_se(rp->bth) || st != IBV_WC_SUCCESS);
+}
+
+/* ---- SEND ---- */
+
+static enum resp_outcome exec_send(struct urnic_qp *qp, const struct resp_pkt *rp)
+{
+	uint32_t mask = rp->op->mask;
+
+	if (mask & URNIC_M_FIRST) {
+		if (!current_recv(qp))
+			return RESP_RNR;
+		qp->recv_taken = true;
+		qp->recv_off = 0;
+	}
+	struct urnic_rwqe *r = rq_at(qp, qp->rq_cons);
+
+	pthread_rwlock_rdlock(&qp->dev->mr_lock);
+	int err = urnic_sge_scatter(qp->dev, qp_pd(qp), r->sge, r->num_sge, qp->recv_off,
+				    rp->payload, rp->payload_len);
+	pthread_rwlock_unlock(&qp->dev->mr_lock);
+	if (err) {
+		bool too_long = err == -EMSGSIZE;
+
+		complete_recv(qp, rp, too_long ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR,
+			      IBV_WC_RECV, qp->recv_off);
+		return too_long ? RESP_NAK_INV : RESP_NAK_OP;
+	}
+	qp->recv_off += rp->payload_len;
+	qp->in_send = !(mask & URNIC_M_LAST);
+	if (mask & URNIC_M_LAST)
+		complete_recv(qp, rp, IBV_WC_SUCCESS, IBV_WC_RECV, qp->recv_off);
+	return RESP_DONE;
+}
+
+/* ---- RDMA WRITE ---- */
+
+static enum resp_outcome write_start(struct urnic_qp *qp, const struct resp_pkt *rp)
+{
+	const uint8_t *reth = rp->bth + rp->op->reth;
+	uint32_t len = reth_len(reth);
+	bool only = (rp->op->mask & URNIC_M_ONLY) == URNIC_M_ONLY;
+
+	if (len > URNIC_MAX_MSG_SIZE || (only ? rp->payload_len != len : len <= qp->mtu))
+		return RESP_NAK_INV;
+	qp->write_va = reth_va(reth);
+	qp->write_rkey = reth_rkey(reth);
+	qp->write_len = qp->write_left = len;
+	/* a zero-length WRITE names no memory, so its key is not checked */
+	if (len && !urnic_mr_find(qp->dev, qp_pd(qp), qp->write_rkey, qp->write_va, len,
+				  IBV_ACCESS_REMOTE_WRITE))
+		return RESP_NAK_ACC;
+	return RESP_DONE;
+}
+
+static enum resp_outcome exec_write(struct urnic_qp *qp, const struct resp_pkt *rp)
+{
+	uint32_t mask = rp->op->mask;
+	enum resp_outcome out = RESP_DONE;
+
+	/* WRITE WITH IMM consumes a receive WQE: find it before touching memory */
+	if ((mask & URNIC_M_LAST) && rp->op->immdt && !current_recv(qp))
+		return RESP_RNR;
+	pthread_rwlock_rdlock(&qp->dev->mr_lock);
+	if (mask & URNIC_M_FIRST)
+		out = write_start(qp, rp);
+	if (out == RESP_DONE && (rp->payload_len > qp->write_left ||
+				 ((mask & URNIC_M_LAST) && rp->payload_len != qp->write_left)))
+		out = RESP_NAK_INV;
+	if (out == RESP_DONE && rp->payload_len) {
+		/* checked on every packet: the MR may have gone since the first */
+		struct urnic_mr *mr = urnic_mr_find(qp->dev, qp_pd(qp), qp->write_rkey, qp->write_va,
+						    rp->payload_len, IBV_ACCESS_REMOTE_WRITE);
+
+		if (mr)
+			memcpy(urnic_mr_ptr(mr, qp->write_va), rp->payload, rp->payload_len);
+		else
+			out = RESP_NAK_ACC;
+	}
+	pthread_rwlock_unlock(&qp->dev->mr_lock);
+	if (out != RESP_DONE)
+		return out;
+	qp->write_va += rp->payload_len;
+	qp->write_left -= rp->payload_len;
+	qp->in_write = !(mask & URNIC_M_LAST);
+	if ((mask & URNIC_M_LAST) && rp->op->immdt)
+		complete_recv(qp, rp, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, qp->write_len);
+	return RESP_DONE;
+}
+
+/* ---- READ and atomics: responder resources ---- */
+
+static struct urnic_rd_res *rd_at(struct urnic_qp *qp, int i)
+{
+	return &qp->rd[(qp->rd_head + i) % qp->rd_size];
+}
+
+/* A new resource; the oldest answered one is recycled. NULL if all are still busy. */
+static struct urnic_rd_res *rd_alloc(struct urnic_qp *qp)
+{
+	if (qp->rd_count == qp->rd_size) {
+		if (rd_at(qp, 0)->busy)
+			return NULL;
+		qp->rd_head = (qp->rd_head + 1) % qp->rd_size;
+		qp->rd_count--;
+	}
+	struct urnic_rd_res *r = rd_at(qp, qp->rd_count++);
+
+	memset(r, 0, sizeof(*r));
+	return r;
+}
+
+static uint32_t read_npkts(const struct urnic_qp *qp, uint32_t len)
+{
+	return len ? (len + qp->mtu - 1) / qp->mtu : 1;
+}
+
+static enum resp_outcome start_read(struct urnic_qp *qp, const struct resp_pkt *rp)
+{
+	const uint8_t *reth = rp->bth + rp->op->reth;
+	uint32_t len = reth_len(reth);
+
+	if (len > URNIC_MAX_MSG_SIZE)
+		return RESP_NAK_INV;
+	pthread_rwlock_rdlock(&qp->dev->mr_lock);
+	bool ok = !len || urnic_mr_find(qp->dev, qp_pd(qp), reth_rkey(reth), reth_va(reth), len,
+					IBV_ACCESS_REMOTE_READ);
+	pthread_rwlock_unlock(&qp->dev->mr_lock);
+	if (!ok)
+		return RESP_NAK_ACC;
+	struct urnic_rd_res *r = rd_alloc(qp);
+
+	if (!r)
+		return RESP_NAK_INV; /* more READs/atomics in flight than max_dest_rd_atomic */
+	*r = (struct urnic_rd_res){.busy = true,
+				   .psn = rp->psn,
+				   .npkts = read_npkts(qp, len),
+				   .va = reth_va(reth),
+				   .rkey = reth_rkey(reth),
+				   .length = len};
+	qp->dev->tx_pending = true;
+	return RESP_DONE;
+}
+
+static void send_atomic_ack(struct urnic_qp *qp, struct urnic_txbatch *b, uint32_t psn,
+			    uint64_t orig)
+{
+	const struct urnic_opcode_info *op = urnic_op(URNIC_OP_ATOMIC_ACK);
+	struct urnic_txpkt *p = urnic_tx_begin(b, qp, URNIC_OP_ATOMIC_ACK, psn, false, false);
+
+	aeth_build(urnic_tx_ext(p, op->aeth), URNIC_AETH_ACK, URNIC_AETH_CREDITS_INVALID, qp->msn);
+	urnic_put64(urnic_tx_ext(p, op->atomicacketh), orig);
+	urnic_tx_finish(qp, p, 0);
+}
+
+static enum resp_outcome exec_atomic(struct urnic_qp *qp, const struct resp_pkt *rp,
+				     struct urnic_txbatch *b)
+{
+	const uint8_t *a = rp->bth + rp->op->atomiceth;
+	uint64_t va = atomiceth_va(a), operand = atomiceth_swap_add(a);
+	uint64_t compare = atomiceth_compare(a), orig;
+
+	if (va & 7)
+		return RESP_NAK_INV; /* IBTA: a misaligned atomic is an invalid request */
+	pthread_rwlock_rdlock(&qp->dev->mr_lock);
+	struct urnic_mr *mr = urnic_mr_find(qp->dev, qp_pd(qp), atomiceth_rkey(a), va, 8,
+					    IBV_ACCESS_REMOTE_ATOMIC);
+
+	if (!mr) {
+		pthread_rwlock_unlock(&qp->dev->mr_lock);
+		return RESP_NAK_ACC;
+	}
+	uint64_t *target = (uint64_t *)(void *)urnic_mr_ptr(mr, va);
+
+	if (bth_opcode(rp->bth) == URNIC_OP_FETCH_ADD) {
+		orig = __atomic_fetch_add(target, operand, __ATOMIC_SEQ_CST);
+	} else {
+		orig = compare;
+		__atomic_compare_exchange_n(target, &orig, operand, false, __ATOMIC_SEQ_CST,
+					    __ATOMIC_SEQ_CST);
+	}
+	pthread_rwlock_unlock(&qp->dev->mr_lock);
+	struct urnic_rd_res *r = rd_alloc(qp);
+
+	if (r) /* kept so that a duplicate gets the same answer, not a second execution */
+		*r = (struct urnic_rd_res){.atomic = true, .psn = rp->psn, .npkts = 1, .orig = orig};
+	qp->msn = psn_add(qp->msn, 1);
+	send_atomic_ack(qp, b, rp->psn, orig);
+	return RESP_DONE;
+}
+
+/* ---- sequencing ---- */
+
+/* A FIRST/ONLY may only start a message, a MIDDLE/LAST only continue one of its kind. */
+static bool opcode_in_sequence(const struct urnic_qp *qp, uint32_t mask)
+{
+	bool starts = mask & URNIC_M_FIRST;
+
+	if (qp->in_send)
+		return !starts && (mask & URNIC_M_SEND);
+	if (qp->in_write)
+		return !starts && (mask & URNIC_M_WRITE);
+	return starts;
+}
+
+static bool payload_fits_mtu(const struct urnic_qp *qp, const struct resp_pkt *rp)
+{
+	uint32_t mask = rp->op->mask;
+
+	if (!(mask & URNIC_M_PAYLOAD))
+		return rp->payload_len == 0;
+	if (mask & URNIC_M_LAST)
+		return rp->payload_len <= qp->mtu;
+	return rp->payload_len == qp->mtu;
+}
+
+static enum resp_outcome execute(struct urnic_qp *qp, const struct resp_pkt *rp,
+				 struct urnic_txbatch *b)
+{
+	uint32_t mask = rp->op->mask;
+
+	if (!opcode_in_sequence(qp, mask) || !payload_fits_mtu(qp, rp))
+		return RESP_NAK_INV;
+	if (mask & URNIC_M_SEND)
+		return exec_send(qp, rp);
+	if (mask & URNIC_M_WRITE)
+		return exec_write(qp, rp);
+	if (mask & URNIC_M_READ)
+		return start_read(qp, rp);
+	if (mask & URNIC_M_ATOMIC)
+		return exec_atomic(qp, rp, b);
+	return RESP_NAK_INV;
+}
+
+static void advance(struct urnic_qp *qp, const struct resp_pkt *rp)
+{
+	uint32_t mask = rp->op->mask;
+	uint32_t n = 1;
+
+	if (mask & URNIC_M_READ)
+		n = read_npkts(qp, reth_len(rp->bth + rp->op->reth));
+	qp->epsn = psn_add(qp->epsn, n);
+	if ((mask & URNIC_M_LAST) && !(mask & URNIC_M_ATOMIC))
+		qp->msn = psn_add(qp->msn, 1);
+	if ((mask & (URNIC_M_SEND | URNIC_M_WRITE)) && (bth_ackreq(rp->bth) || (mask & URNIC_M_LAST)))
+		queue_ack(qp, rp->psn);
+}
+
+static void fatal(struct urnic_qp *qp, struct urnic_txbatch *b, enum urnic_nak_code code)
+{
+	send_nak(qp, b, code);
+	if (qp->recv_taken)
+		qp->recv_taken = false;
+	urnic_qp_error(qp);
+}
+
+static void act(struct urnic_qp *qp, const struct resp_pkt *rp, enum resp_outcome out,
+		struct urnic_txbatch *b)
+{
+	switch (out) {
+	case RESP_DONE:
+		advance(qp, rp);
+		break;
+	case RESP_RNR:
+		send_aeth(qp, b, qp->epsn, URNIC_AETH_RNR_NAK, qp->attr.min_rnr_timer, qp->msn);
+		urnic_qp_count(qp, URNIC_C_rnr_nak_sent, 1);
+		qp->nak_sent = true;
+		break;
+	case RESP_NAK_INV:
+		fatal(qp, b, URNIC_NAK_INVALID_REQ);
+		break;
+	case RESP_NAK_ACC:
+		fatal(qp, b, URNIC_NAK_REM_ACCESS_ERR);
+		break;
+	case RESP_NAK_OP:
+		fatal(qp, b, URNIC_NAK_REM_OP_ERR);
+		break;
+	}
+}
+
+/* ---- duplicates (PSN behind epsn): answer again, never execute again ---- */
+
+static void duplicate(struct urnic_qp *qp, const struct resp_pkt *rp, struct urnic_txbatch *b)
+{
+	uint32_t mask = rp->op->mask;
+
+	urnic_qp_count(qp, URNIC_C_dup_requests, 1);
+	if (mask & URNIC_M_ATOMIC) {
+		for (int i = 0; i < qp->rd_count; i++)
+			if (rd_at(qp, i)->atomic && rd_at(qp, i)->psn == rp->psn)
+				send_atomic_ack(qp, b, rp->psn, rd_at(qp, i)->orig);
+		return;
+	}
+	if (mask & URNIC_M_READ) {
+		/* the requester went back: answers still queued behind this PSN are stale */
+		for (int i = 0; i < qp->rd_count; i++) {
+			struct urnic_rd_res *r = rd_at(qp, i);
+
+			if (r->busy && psn_diff(psn_add(r->psn, r->npkts), rp->psn) > 0)
+				r->busy = false;
+		}
+		while (qp->rd_count && !rd_at(qp, qp->rd_count - 1)->busy &&
+		       !rd_at(qp, qp->rd_count - 1)->atomic)
+			qp->rd_count--;
+		start_read(qp, rp);
+		return;
+	}
+	/* SEND/WRITE: everything up to this PSN did arrive; say so */
+	queue_ack(qp, rp->psn);
+}
+
+void urnic_resp_rx(struct urnic_qp *qp, const struct urnic_rxpkt *pkt, struct urnic_txbatch *b)
+{
+	const uint8_t *bth = pkt->data;
+	const struct urnic_opcode_info *op = urnic_op(bth_opcode(bth));
+	struct resp_pkt rp = {
+		.bth = bth,
+		.op = op,
+		.psn = bth_psn(bth),
+		.payload = bth + op->hdr_len,
+		.payload_len = pkt->len - op->hdr_len - URNIC_ICRC_LEN - bth_padcnt(bth),
+	};
+	int32_t d = psn_diff(rp.psn, qp->epsn);
+
+	if (d < 0) {
+		duplicate(qp, &rp, b);
+		return;
+	}
+	if (d > 0) { /* a gap: NAK once, then wait quietly for the retransmission */
+		if (!qp->nak_sent)
+			send_nak(qp, b, URNIC_NAK_PSN_SEQ_ERR);
+		else
+			urnic_qp_count(qp, URNIC_C_drop_psn, 1);
+		return;
+	}
+	qp->nak_sent = false;
+	act(qp, &rp, execute(qp, &rp, b), b);
+}
+
+/* ---- transmit side: ACKs and READ responses ---- */
+
+void urnic_resp_send_ack(struct urnic_qp *qp, struct urnic_txbatch *b)
+{
+	if (!qp->ack_pending)
+		return;
+	qp->ack_pending = false;
+	send_aeth(qp, b, qp->ack_psn, URNIC_AETH_ACK, URNIC_AETH_CREDITS_INVALID, qp->ack_msn);
+	urnic_qp_count(qp, URNIC_C_acks_sent, 1);
+}
+
+static uint8_t read_resp_opcode(uint32_t i, uint32_t n)
+{
+	if (n == 1)
+		return URNIC_OP_READ_RESP_ONLY;
+	if (i == 0)
+		return URNIC_OP_READ_RESP_FIRST;
+	return i + 1 < n ? URNIC_OP_READ_RESP_MIDDLE : URNIC_OP_READ_RESP_LAST;
+}
+
+/* One READ response packet, payload straight from the MR. False if the MR went away. */
+static bool send_read_packet(struct urnic_qp *qp, struct urnic_rd_res *r, struct urnic_txbatch *b)
+{
+	uint32_t i = r->sent;
+	uint64_t off = (uint64_t)i * qp->mtu;
+	uint32_t len = r->length - off < qp->mtu ? (uint32_t)(r->length - off) : qp->mtu;
+	uint8_t opcode = read_resp_opcode(i, r->npkts);
+	const struct urnic_opcode_info *op = urnic_op(opcode);
+	struct urnic_mr *mr = NULL;
+
+	if (len) {
+		mr = urnic_mr_find(qp->dev, qp_pd(qp), r->rkey, r->va + off, len,
+				   IBV_ACCESS_REMOTE_READ);
+		if (!mr)
+			return false;
+	}
+	struct urnic_txpkt *p = urnic_tx_begin(b, qp, opcode, psn_add(r->psn, i), false, false);
+
+	if (op->aeth)
+		aeth_build(urnic_tx_ext(p, op->aeth), URNIC_AETH_ACK, URNIC_AETH_CREDITS_INVALID,
+			   qp->msn);
+	if (len)
+		p->iov[p->iovcnt++] =
+			(struct iovec){.iov_base = urnic_mr_ptr(mr, r->va + off), .iov_len = len};
+	urnic_tx_finish(qp, p, len);
+	r->sent++;
+	return true;
+}
+
+bool urnic_resp_tx(struct urnic_qp *qp, struct urnic_txbatch *b)
+{
+	int budget = URNIC_RESP_BURST;
+	bool lost_mr = false;
+
+	if (qp->ibv.state != IBV_QPS_RTS && qp->ibv.state != IBV_QPS_RTR)
+		return false;
+	pthread_rwlock_rdlock(&qp->dev->mr_lock);
+	for (int i = 0; i < qp->rd_count && budget > 0 && !lost_mr; i++) {
+		struct urnic_rd_res *r = rd_at(qp, i);
+
+		while (r->busy && budget > 0) {
+			if (!send_read_packet(qp, r, b)) {
+				lost_mr = true;
+				break;
+			}
+			budget--;
+			r->busy = r->sent < r->npkts;
+		}
+	}
+	urnic_tx_flush(b); /* payload iovecs point into MRs */
+	pthread_rwlock_unlock(&qp->dev->mr_lock);
+	if (lost_mr) { /* deregistered while being read */
+		fatal(qp, b, URNIC_NAK_REM_ACCESS_ERR);
+		urnic_tx_flush(b);
+		return false;
+	}
+	return budget == 0;
+}

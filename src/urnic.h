@@ -1,0 +1,249 @@
+/* urnic.h - the objects of a urnic device (device, context, PD, MR, CQ, QP) shared by the verbs
+ * layer, the engine and memory management. */
+#ifndef URNIC_H
+#define URNIC_H
+
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/config.h"
+#include "common/param.h"
+#include "common/stats.h"
+#include "net/net.h"
+
+#define URNIC_EXPORT __attribute__((visibility("default")))
+#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+
+/* ---------------- device: one running NIC per configured address in this process ---------- */
+
+struct urnic_ibdev {
+	struct ibv_device ibdev; /* what ibv_get_device_list hands out */
+	struct urnic_dev_config cfg;
+	int index;
+	uint64_t guid;
+};
+
+struct urnic_qp;
+struct urnic_mr;
+
+struct urnic_dev {
+	struct urnic_ibdev *ibdev;
+	int refcnt; /* contexts open on it; protected by the global device lock */
+	uint32_t addr; /* network order */
+	union ibv_gid gid;
+	int active_mtu; /* enum ibv_mtu */
+	struct urnic_net net;
+
+	/* QPN -> QP; a slot holds a QP from create to destroy */
+	pthread_mutex_t qp_lock;
+	struct urnic_qp **qp_table; /* indexed by QPN modulo URNIC_MAX_QP */
+	uint16_t qp_gen[URNIC_MAX_QP];
+	struct urnic_qp **qps; /* the live QPs, densely, for the engine's timer and TX scans */
+	int nqp;
+
+	/* key -> MR; writers (reg/dereg) take it exclusively, every access to MR memory shares it */
+	pthread_rwlock_t mr_lock;
+	struct urnic_mr **mr_buckets;
+	int nmr;
+
+	atomic_int ncq, npd;
+
+	/* engine */
+	pthread_t thread;
+	int wake_fd;           /* eventfd: wakes the engine from poll() */
+	atomic_bool stop;
+	_Atomic uint64_t sleep_until_ns; /* deadline the engine sleeps to; UINT64_MAX: none */
+	_Atomic uint64_t timer_next;     /* no QP timer expires before this */
+	/* engine thread only */
+	bool tx_pending;          /* some QP has READ responses to send */
+	struct urnic_qp *ack_list; /* QPs owing an ACK after this receive batch */
+
+	/* stats */
+	struct urnic_stats_file *stats;
+	char stats_path[96];
+};
+
+int urnic_dev_get(struct urnic_ibdev *ibdev, struct urnic_dev **out);
+void urnic_dev_put(struct urnic_dev *dev);
+struct urnic_ibdev *urnic_ibdev_of(struct ibv_device *device);
+
+static inline void urnic_count(struct urnic_dev *dev, enum urnic_counter c, uint64_t n)
+{
+	atomic_fetch_add_explicit((_Atomic uint64_t *)&dev->stats->c[c], n, memory_order_relaxed);
+}
+
+/* ---------------- verbs objects ---------------- */
+
+struct urnic_context {
+	struct verbs_context vctx; /* vctx.context is what applications hold */
+	struct urnic_dev *dev;
+	int async_wfd; /* write end of the async event pipe; context.async_fd is the read end */
+};
+
+static inline struct urnic_context *to_uctx(struct ibv_context *c)
+{
+	return container_of(c, struct urnic_context, vctx.context);
+}
+static inline struct urnic_dev *ctx_dev(struct ibv_context *c)
+{
+	return to_uctx(c)->dev;
+}
+
+struct urnic_pd {
+	struct ibv_pd ibv;
+	atomic_int users; /* MRs, QPs, AHs */
+};
+
+struct urnic_mr {
+	struct ibv_mr ibv;
+	struct urnic_mr *next; /* hash chain */
+	struct urnic_pd *pd;
+	uint8_t *addr;
+	uint64_t iova;
+	uint64_t length;
+	unsigned access;
+	uint32_t key; /* lkey == rkey */
+};
+
+struct urnic_channel {
+	struct ibv_comp_channel ibv;
+	int wfd;
+};
+
+struct urnic_cq {
+	struct ibv_cq ibv;
+	pthread_mutex_t lock;
+	struct ibv_wc *ring;
+	uint32_t size; /* entries, power of two */
+	uint32_t head, tail; /* head: next to poll, tail: next to write */
+	int armed; /* 0, or 1 + solicited_only */
+	bool overflowed;
+	atomic_int users; /* QPs */
+};
+
+/* ---------------- QP ---------------- */
+
+enum urnic_swqe_state {
+	URNIC_WQE_POSTED,  /* not all packets sent yet */
+	URNIC_WQE_SENT,    /* every request packet sent, waiting for ACK/response */
+	URNIC_WQE_DONE,    /* acknowledged; completion written */
+};
+
+struct urnic_swqe {
+	uint64_t wr_id;
+	enum ibv_wr_opcode opcode;
+	unsigned send_flags;
+	uint32_t imm; /* network order, as the application gave it */
+	uint64_t raddr;
+	uint32_t rkey;
+	uint64_t compare_add, swap;
+	uint32_t length;
+	int num_sge;
+	bool is_inline;
+	enum urnic_swqe_state state;
+	uint32_t first_psn; /* PSNs first_psn .. first_psn + npkts - 1 */
+	uint32_t npkts;
+	uint32_t sent;      /* packets (or, for READ, response PSNs requested) sent so far */
+	uint32_t rcvd;      /* READ: response packets placed so far */
+	struct ibv_sge *sge; /* num_sge entries; for inline, one entry pointing at the inline copy */
+	uint8_t *inline_buf;
+};
+
+struct urnic_rwqe {
+	uint64_t wr_id;
+	int num_sge;
+	struct ibv_sge *sge;
+};
+
+/* A READ or atomic the responder still has to answer (IBTA: responder resources). */
+struct urnic_rd_res {
+	bool busy;
+	bool atomic;
+	uint32_t psn;    /* first response PSN */
+	uint32_t npkts;
+	uint32_t sent;
+	uint64_t va;
+	uint32_t rkey;
+	uint32_t length;
+	uint64_t orig;   /* atomic: original value, replayed for a duplicate */
+};
+
+struct urnic_qp {
+	struct ibv_qp ibv;
+	pthread_mutex_t lock;
+	struct urnic_dev *dev;
+	struct urnic_stats_qp *stats;
+	struct ibv_qp_attr attr; /* what modify_qp set; state lives in ibv.state */
+	unsigned attr_mask_set;
+	struct ibv_qp_cap cap;
+	bool sq_sig_all;
+	uint32_t peer_addr; /* network order, from the AV's GID */
+	uint16_t sport_idx;
+	uint16_t peer_ip_id; /* ICRC: last IPv4 ID seen from the peer */
+	uint32_t mtu;       /* bytes */
+
+	/* send queue: cons <= next <= prod, all counting WQEs modulo 2^32 */
+	struct urnic_swqe *sq;
+	uint32_t sq_size;   /* power of two */
+	uint32_t sq_prod, sq_next, sq_cons;
+
+	/* receive queue */
+	struct urnic_rwqe *rq;
+	uint32_t rq_size;
+	uint32_t rq_prod, rq_cons;
+
+	/* requester */
+	uint32_t snd_nxt;   /* PSN of the next new packet */
+	uint32_t snd_una;   /* oldest PSN not yet acknowledged */
+	uint32_t last_ackreq;
+	int rd_outstanding; /* READ/atomic requests in flight */
+	bool read_gap_asked; /* a READ response gap was already answered with a new request */
+	int retry_left, rnr_left;
+	uint64_t ack_deadline; /* ns; 0 when no timer runs */
+	uint64_t rnr_deadline; /* ns; 0 unless waiting out an RNR NAK */
+
+	/* responder */
+	uint32_t epsn;       /* next expected request PSN */
+	uint32_t msn;
+	bool nak_sent;       /* a NAK for epsn went out: stay quiet until epsn arrives */
+	bool ack_pending;
+	uint32_t ack_psn, ack_msn;
+	bool in_send, in_write; /* inside a multi-packet message */
+	bool recv_taken;     /* rq[rq_cons] belongs to the SEND in progress */
+	uint32_t recv_off;
+	uint64_t write_va;
+	uint32_t write_rkey;
+	uint32_t write_left;
+	uint32_t write_len;
+	struct urnic_rd_res *rd; /* max_dest_rd_atomic entries, used as a ring */
+	int rd_size, rd_head, rd_count;
+	bool resp_error;     /* a class C error: QP goes to ERR once the NAK is out */
+
+	struct urnic_qp *ack_next; /* engine's list of QPs with an ACK to send this turn */
+	bool on_ack_list;
+	int live_idx; /* index in dev->qps */
+};
+
+static inline struct urnic_qp *to_uqp(struct ibv_qp *q)
+{
+	return container_of(q, struct urnic_qp, ibv);
+}
+static inline struct urnic_cq *to_ucq(struct ibv_cq *c)
+{
+	return container_of(c, struct urnic_cq, ibv);
+}
+static inline struct urnic_pd *to_upd(struct ibv_pd *p)
+{
+	return container_of(p, struct urnic_pd, ibv);
+}
+static inline struct urnic_mr *to_umr(struct ibv_mr *m)
+{
+	return container_of(m, struct urnic_mr, ibv);
+}
+
+uint64_t urnic_now_ns(void);
+
+#endif

@@ -1,0 +1,154 @@
+/* post.c - ibv_post_send and ibv_post_recv: validate, copy the WR into the queue, and run the
+ * requester right away in the caller's thread (no system call but the packets' own send). */
+#include <errno.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "mem/mr.h"
+#include "verbs/verbs_ops.h"
+
+static uint64_t urnic_sge_total_wr(const struct ibv_send_wr *wr)
+{
+	return wr->num_sge > 0 ? urnic_sge_total(wr->sg_list, wr->num_sge) : 0;
+}
+
+static bool rc_opcode_supported(enum ibv_wr_opcode op)
+{
+	switch (op) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+	case IBV_WR_RDMA_READ:
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static int check_send_wr(const struct urnic_qp *qp, const struct ibv_send_wr *wr)
+{
+	uint64_t len = urnic_sge_total_wr(wr);
+	bool atomic = wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+		      wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+
+	if (!rc_opcode_supported(wr->opcode) || wr->num_sge < 0 ||
+	    (uint32_t)wr->num_sge > qp->cap.max_send_sge)
+		return EINVAL;
+	if (len > URNIC_MAX_MSG_SIZE)
+		return EINVAL;
+	if (atomic && (wr->num_sge != 1 || wr->sg_list[0].length < 8))
+		return EINVAL;
+	if ((wr->send_flags & IBV_SEND_INLINE) && !atomic && wr->opcode != IBV_WR_RDMA_READ &&
+	    len > qp->cap.max_inline_data)
+		return EINVAL;
+	return 0;
+}
+
+static void fill_swqe(struct urnic_qp *qp, struct urnic_swqe *w, const struct ibv_send_wr *wr)
+{
+	bool atomic = wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+		      wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+	uint64_t len = urnic_sge_total_wr(wr);
+
+	w->wr_id = wr->wr_id;
+	w->opcode = wr->opcode;
+	w->send_flags = wr->send_flags;
+	w->imm = wr->imm_data;
+	w->length = atomic ? 8 : (uint32_t)len;
+	w->state = URNIC_WQE_POSTED;
+	w->sent = w->rcvd = 0;
+	w->is_inline = (wr->send_flags & IBV_SEND_INLINE) && !atomic &&
+		       wr->opcode != IBV_WR_RDMA_READ;
+	if (atomic) {
+		w->raddr = wr->wr.atomic.remote_addr;
+		w->rkey = wr->wr.atomic.rkey;
+		w->compare_add = wr->wr.atomic.compare_add;
+		w->swap = wr->wr.atomic.swap;
+		w->npkts = 1;
+	} else {
+		w->raddr = wr->wr.rdma.remote_addr;
+		w->rkey = wr->wr.rdma.rkey;
+		uint32_t mtu = qp->mtu ? qp->mtu : 4096; /* 0 only in ERR, where nothing is sent */
+
+		w->npkts = w->length ? (w->length + mtu - 1) / mtu : 1;
+	}
+	if (w->is_inline) {
+		/* the application may reuse its buffer as soon as we return */
+		uint32_t off = 0;
+
+		for (int i = 0; i < wr->num_sge; i++) {
+			memcpy(w->inline_buf + off, (void *)(uintptr_t)wr->sg_list[i].addr,
+			       wr->sg_list[i].length);
+			off += wr->sg_list[i].length;
+		}
+		w->num_sge = 0;
+	} else {
+		memcpy(w->sge, wr->sg_list, sizeof(*w->sge) * (size_t)wr->num_sge);
+		w->num_sge = wr->num_sge;
+		if (atomic)
+			w->sge[0].length = 8;
+	}
+}
+
+int urnic_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr)
+{
+	static _Thread_local struct urnic_txbatch b;
+	struct urnic_qp *qp = to_uqp(ibqp);
+	int err = 0;
+
+	pthread_mutex_lock(&qp->lock);
+	if (ibqp->state != IBV_QPS_RTS && ibqp->state != IBV_QPS_ERR)
+		err = EINVAL;
+	for (; wr && !err; wr = wr->next) {
+		err = check_send_wr(qp, wr);
+		if (!err && qp->sq_prod - qp->sq_cons >= qp->cap.max_send_wr)
+			err = ENOMEM;
+		if (err)
+			break;
+		fill_swqe(qp, sq_at(qp, qp->sq_prod), wr);
+		qp->sq_prod++;
+	}
+	if (err)
+		*bad_wr = wr;
+	if (ibqp->state == IBV_QPS_ERR) {
+		urnic_qp_flush(qp);
+	} else {
+		urnic_tx_init(&b, qp->dev);
+		urnic_req_run(qp, &b);
+	}
+	pthread_mutex_unlock(&qp->lock);
+	return err;
+}
+
+int urnic_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
+{
+	struct urnic_qp *qp = to_uqp(ibqp);
+	int err = 0;
+
+	pthread_mutex_lock(&qp->lock);
+	if (ibqp->state == IBV_QPS_RESET)
+		err = EINVAL;
+	for (; wr && !err; wr = wr->next) {
+		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->cap.max_recv_sge)
+			err = EINVAL;
+		else if (qp->rq_prod - qp->rq_cons >= qp->cap.max_recv_wr)
+			err = ENOMEM;
+		if (err)
+			break;
+		struct urnic_rwqe *r = rq_at(qp, qp->rq_prod);
+
+		r->wr_id = wr->wr_id;
+		r->num_sge = wr->num_sge;
+		memcpy(r->sge, wr->sg_list, sizeof(*r->sge) * (size_t)wr->num_sge);
+		qp->rq_prod++;
+	}
+	if (err)
+		*bad_wr = wr;
+	if (ibqp->state == IBV_QPS_ERR)
+		urnic_qp_flush(qp);
+	pthread_mutex_unlock(&qp->lock);
+	return err;
+}

@@ -1,0 +1,309 @@
+/* icrc.c - the RoCEv2 invariant CRC: computing it for sent packets and checking received ones. */
+
+/*
+ * The ICRC is the Ethernet CRC-32 (reflected, polynomial 0x04C11DB7, initial value 0xffffffff,
+ * final complement) over:
+ *   8 bytes of 0xff                    the masked LRH that RoCEv2 does not have
+ *   the IPv4 header                    TOS, TTL and header checksum set to all ones
+ *   the UDP header                     checksum set to all ones
+ *   the BTH                            byte 4 (FECN, BECN, resv6) set to all ones
+ *   everything after it, up to the ICRC
+ * and is appended least significant byte first. The capture from Linux rxe in
+ * tests/data/rxe-rc-pingpong.pcap fixes these conventions; test_icrc_rxe_pcap checks them.
+ *
+ * Why the check has to guess the IPv4 identification: the ICRC covers the IP ID, but a UDP socket
+ * never sees it. urnic sends with ID 0 and DF (what Linux gives an unconnected UDP socket with
+ * IP_PMTUDISC_DO), so a urnic packet is checked with ID 0 at the full strength of the CRC. Linux
+ * rxe instead stamps each packet with a per-destination counter. For a fixed length the CRC is
+ * affine over GF(2): crc(M ^ D) = crc(M) ^ crc0(D), crc0 having zero initial value and no final
+ * xor. So residual = crc(packet with ID 0) ^ received ICRC equals crc0(delta of the ID and flags
+ * fields), that is delta(x) * x^(8n + 32) mod P with n the bytes after the ID field. Multiplying by
+ * x^-(8n) mod P (x is invertible because P has a constant term) leaves crc0 of the two ID bytes,
+ * an injective map from 16 bits to 32; a left inverse recovers the only ID that can match and
+ * mapping it forward again confirms that the residual lies in the map's image. Clearing DF adds
+ * a known constant. Each (ID, DF) pair therefore gives a distinct ICRC, and at most one matches.
+ *
+ * What integrity remains: an ID-0 packet keeps all 32 bits. Otherwise a corrupted packet passes
+ * when its residual happens to equal one of the accepted (ID, DF) deltas: 2 * 1089 IDs in the
+ * window around *id_hint, so about 32 - 11 = 21 bits against random corruption. The first packet
+ * from a peer (hint 0, nothing predicted yet) accepts any ID: about 15 bits, for that packet.
+ * A single flipped bit is still always caught when DF is set: the nearest bit that ID recovery
+ * could take for an ID change lies 26 KiB past the ID field, beyond any RoCE packet. Guessing DF
+ * clear (rxe and urnic always set it) has such bits from about 195 bytes past the ID field on;
+ * those are caught only with the window's odds. A NULL id_hint accepts ID 0 alone.
+ */
+
+#include <pthread.h>
+
+#include "wire/wire.h"
+
+#define CRC32_POLY 0xedb88320u /* 0x04C11DB7, bit-reflected */
+#define GF2_ONE 0x80000000u    /* the polynomial 1 in the reflected representation */
+#define GF2_X_INV 0xdb710641u  /* x^-1 mod P, reflected: (P - 1) / x */
+#define CRC_SLICES 16
+
+#define IP_DF 0x4000
+#define IP_HDR_LEN 20
+#define UDP_HDR_LEN 8
+#define PSEUDO_LEN (8 + IP_HDR_LEN + UDP_HDR_LEN)
+#define IP_ID_OFFSET (8 + 4) /* of the IP ID in the CRC's input */
+#define IP_MAX_LEN 65535
+
+/* The window of IDs accepted around the last one seen from a peer (rxe counts up by one). */
+#define ID_BEHIND_MAX 64u
+#define ID_AHEAD_MAX 1024u
+
+/* crc_table[k][b]: crc0 of byte b followed by k zero bytes, for slicing by CRC_SLICES. */
+static uint32_t crc_table[CRC_SLICES][256];
+/* x^-(8 * i) and x^-(8 * 256 * i) mod P: together they un-shift a residual by up to 65535 bytes. */
+static uint32_t unshift_lo[256], unshift_hi[256];
+/* Left inverse of the map ID -> crc0(ID bytes), one table per byte of the 32-bit residual. */
+static uint16_t id_of_residual[4][256];
+/* What clearing DF adds to an un-shifted residual. */
+static uint32_t df_clear_delta;
+static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+
+/* a * b mod P, both reflected. */
+static uint32_t gf2_mul(uint32_t a, uint32_t b)
+{
+	uint32_t r = 0;
+
+	for (uint32_t bit = GF2_ONE; bit; bit >>= 1) {
+		if (a & bit)
+			r ^= b;
+		b = (b >> 1) ^ (b & 1 ? CRC32_POLY : 0); /* b *= x */
+	}
+	return r;
+}
+
+static uint32_t crc0_id(uint16_t id)
+{
+	uint32_t c = crc_table[0][id >> 8];
+
+	return (c >> 8) ^ crc_table[0][(c ^ id) & 0xff];
+}
+
+static void build_crc_tables(void)
+{
+	for (unsigned b = 0; b < 256; b++) {
+		uint32_t c = b;
+
+		for (int i = 0; i < 8; i++)
+			c = (c >> 1) ^ (c & 1 ? CRC32_POLY : 0);
+		crc_table[0][b] = c;
+	}
+	for (int k = 1; k < CRC_SLICES; k++)
+		for (unsigned b = 0; b < 256; b++) {
+			uint32_t c = crc_table[k - 1][b];
+
+			crc_table[k][b] = (c >> 8) ^ crc_table[0][c & 0xff];
+		}
+}
+
+static void build_unshift_tables(void)
+{
+	uint32_t x_inv8 = GF2_ONE, x_inv2048;
+
+	for (int i = 0; i < 8; i++)
+		x_inv8 = gf2_mul(x_inv8, GF2_X_INV);
+	unshift_lo[0] = GF2_ONE;
+	for (int i = 1; i < 256; i++)
+		unshift_lo[i] = gf2_mul(unshift_lo[i - 1], x_inv8);
+	x_inv2048 = gf2_mul(unshift_lo[255], x_inv8);
+	unshift_hi[0] = GF2_ONE;
+	for (int i = 1; i < 256; i++)
+		unshift_hi[i] = gf2_mul(unshift_hi[i - 1], x_inv2048);
+}
+
+/*
+ * Gaussian elimination on the 16 images crc0_id(1 << i): each reduced vector gets a pivot bit no
+ * other has, so for a residual in the image the pivot bits spell out its coordinates.
+ */
+static void build_id_inverse(void)
+{
+	uint32_t vec[16];
+	uint16_t ids[16];
+	uint32_t pivot[16];
+
+	for (int i = 0; i < 16; i++) {
+		vec[i] = crc0_id((uint16_t)(1u << i));
+		ids[i] = (uint16_t)(1u << i);
+	}
+	for (int i = 0; i < 16; i++) {
+		pivot[i] = vec[i] & -vec[i]; /* nonzero: crc0_id is injective */
+		for (int j = 0; j < 16; j++)
+			if (j != i && (vec[j] & pivot[i])) {
+				vec[j] ^= vec[i];
+				ids[j] ^= ids[i];
+			}
+	}
+	for (int byte = 0; byte < 4; byte++)
+		for (unsigned v = 0; v < 256; v++) {
+			uint32_t r = (uint32_t)v << (8 * byte);
+			uint16_t id = 0;
+
+			for (int i = 0; i < 16; i++)
+				if (r & pivot[i])
+					id ^= ids[i];
+			id_of_residual[byte][v] = id;
+		}
+}
+
+static void build_tables(void)
+{
+	build_crc_tables();
+	build_unshift_tables();
+	build_id_inverse();
+	/* the flags field follows the ID: its crc0 is crc0_id's, un-shifted by those 2 bytes */
+	df_clear_delta = gf2_mul(crc0_id(IP_DF), unshift_lo[2]);
+}
+
+static inline uint32_t le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* The raw CRC register (no initial value or final xor applied) advanced over n bytes. */
+static uint32_t crc_update(uint32_t crc, const uint8_t *p, size_t n)
+{
+	const uint32_t(*t)[256] = crc_table;
+
+	for (; n >= 16; n -= 16, p += 16) {
+		uint32_t a = crc ^ le32(p), b = le32(p + 4), c = le32(p + 8), d = le32(p + 12);
+
+		crc = t[15][a & 0xff] ^ t[14][(a >> 8) & 0xff] ^ t[13][(a >> 16) & 0xff] ^
+		      t[12][a >> 24] ^ t[11][b & 0xff] ^ t[10][(b >> 8) & 0xff] ^
+		      t[9][(b >> 16) & 0xff] ^ t[8][b >> 24] ^ t[7][c & 0xff] ^
+		      t[6][(c >> 8) & 0xff] ^ t[5][(c >> 16) & 0xff] ^ t[4][c >> 24] ^
+		      t[3][d & 0xff] ^ t[2][(d >> 8) & 0xff] ^ t[1][(d >> 16) & 0xff] ^
+		      t[0][d >> 24];
+	}
+	for (; n; n--, p++)
+		crc = (crc >> 8) ^ t[0][(crc ^ *p) & 0xff];
+	return crc;
+}
+
+/* The masked LRH, IPv4 and UDP headers for a packet whose BTH-to-ICRC part is ib_len bytes. */
+static void build_pseudo_headers(uint8_t *h, const struct urnic_ip4_flow *flow, uint16_t ip_id,
+				 uint16_t ip_frag, size_t ib_len)
+{
+	uint8_t *ip = h + 8, *udp = ip + IP_HDR_LEN;
+
+	for (int i = 0; i < 8; i++)
+		h[i] = 0xff;
+	ip[0] = 0x45;
+	ip[1] = 0xff; /* TOS */
+	urnic_put16(ip + 2, (uint16_t)(IP_HDR_LEN + UDP_HDR_LEN + ib_len));
+	urnic_put16(ip + 4, ip_id);
+	urnic_put16(ip + 6, ip_frag);
+	ip[8] = 0xff;		/* TTL */
+	ip[9] = 17;		/* UDP */
+	ip[10] = ip[11] = 0xff; /* header checksum */
+	for (int i = 0; i < 4; i++) {
+		ip[12 + i] = ((const uint8_t *)&flow->saddr)[i];
+		ip[16 + i] = ((const uint8_t *)&flow->daddr)[i];
+	}
+	urnic_put16(udp, flow->sport);
+	urnic_put16(udp + 2, flow->dport);
+	urnic_put16(udp + 4, (uint16_t)(UDP_HDR_LEN + ib_len));
+	udp[6] = udp[7] = 0xff; /* checksum */
+}
+
+/* The ICRC value (final xor applied) over len bytes of iov, with the BTH's byte 4 masked. */
+static uint32_t icrc_value(const struct urnic_ip4_flow *flow, uint16_t ip_id, uint16_t ip_frag,
+			   const struct iovec *iov, int iovcnt, size_t len)
+{
+	uint8_t pseudo[PSEUDO_LEN];
+	uint32_t crc;
+	size_t off = 0; /* bytes of the packet consumed so far */
+
+	pthread_once(&tables_once, build_tables);
+	build_pseudo_headers(pseudo, flow, ip_id, ip_frag, len + URNIC_ICRC_LEN);
+	crc = crc_update(0xffffffffu, pseudo, sizeof(pseudo));
+	for (int i = 0; i < iovcnt && off < len; i++) {
+		const uint8_t *p = iov[i].iov_base;
+		size_t n = iov[i].iov_len < len - off ? iov[i].iov_len : len - off;
+
+		if (off <= 4 && off + n > 4) { /* this segment holds BTH byte 4 */
+			static const uint8_t masked = 0xff;
+			size_t before = 4 - off;
+
+			crc = crc_update(crc, p, before);
+			crc = crc_update(crc, &masked, 1);
+			crc = crc_update(crc, p + before + 1, n - before - 1);
+		} else {
+			crc = crc_update(crc, p, n);
+		}
+		off += n;
+	}
+	return ~crc;
+}
+
+static void put_le32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+void urnic_icrc_compute_ipid(const struct urnic_ip4_flow *flow, uint16_t ip_id, uint16_t ip_frag,
+			     const struct iovec *iov, int iovcnt, size_t len, uint8_t icrc[4])
+{
+	put_le32(icrc, icrc_value(flow, ip_id, ip_frag, iov, iovcnt, len));
+}
+
+void urnic_icrc_compute(const struct urnic_ip4_flow *flow, const struct iovec *iov, int iovcnt,
+			size_t len, uint8_t icrc[4])
+{
+	urnic_icrc_compute_ipid(flow, 0, IP_DF, iov, iovcnt, len, icrc);
+}
+
+static bool id_in_window(uint16_t id, uint16_t hint)
+{
+	return hint == 0 || (uint16_t)(id - hint) <= ID_AHEAD_MAX ||
+	       (uint16_t)(hint - id) <= ID_BEHIND_MAX;
+}
+
+/* The ID whose crc0 is the un-shifted residual r, or -1 if r is no ID's. */
+static int id_of(uint32_t r)
+{
+	uint16_t id = id_of_residual[0][r & 0xff] ^ id_of_residual[1][(r >> 8) & 0xff] ^
+		      id_of_residual[2][(r >> 16) & 0xff] ^ id_of_residual[3][r >> 24];
+
+	return crc0_id(id) == r ? id : -1;
+}
+
+/* residual: received ICRC xor the one computed with ID 0 and DF; after_id: bytes past the ID. */
+static bool recover_ip_id(uint32_t residual, size_t after_id, uint16_t *id_hint)
+{
+	uint32_t r =
+	    gf2_mul(gf2_mul(residual, unshift_lo[after_id & 0xff]), unshift_hi[after_id >> 8]);
+	int id = id_of(r);
+
+	if (id < 0)
+		id = id_of(r ^ df_clear_delta);
+	if (id < 0 || !id_in_window((uint16_t)id, *id_hint))
+		return false;
+	/* move the prediction forward only: a late packet must not drag the window back */
+	if (id && (*id_hint == 0 || (uint16_t)(id - *id_hint) <= ID_AHEAD_MAX))
+		*id_hint = (uint16_t)id;
+	return true;
+}
+
+bool urnic_icrc_check(const struct urnic_ip4_flow *flow, const uint8_t *pkt, size_t len,
+		      uint16_t *id_hint)
+{
+	size_t body = len - URNIC_ICRC_LEN;
+	struct iovec iov;
+	uint32_t residual;
+
+	if (len < URNIC_BTH_LEN + URNIC_ICRC_LEN || len > IP_MAX_LEN - IP_HDR_LEN - UDP_HDR_LEN)
+		return false;
+	iov.iov_base = (void *)pkt;
+	iov.iov_len = body;
+	residual = icrc_value(flow, 0, IP_DF, &iov, 1, body) ^ le32(pkt + body);
+	if (residual == 0)
+		return true;
+	if (!id_hint)
+		return false;
+	return recover_ip_id(residual, PSEUDO_LEN - IP_ID_OFFSET - 2 + body, id_hint);
+}
