@@ -57,7 +57,9 @@ struct urnic_dev {
 	atomic_bool stop;
 	_Atomic uint64_t sleep_until_ns; /* deadline the engine sleeps to; UINT64_MAX: none */
 	_Atomic uint64_t timer_next;     /* no QP timer expires before this */
-	/* engine thread only */
+	pthread_mutex_t progress_lock; /* whoever runs the engine (thread or polling app) */
+	_Atomic uint64_t app_poll_ns;   /* last time an application thread drove progress */
+	/* progress_lock holder only */
 	bool tx_pending;          /* some QP has READ responses to send */
 	struct urnic_qp *ack_list; /* QPs owing an ACK after this receive batch */
 

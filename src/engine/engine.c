@@ -103,12 +103,22 @@ static void process_rx(struct urnic_dev *dev, struct urnic_rxpkt *pkts, int n,
 	pthread_mutex_unlock(&dev->qp_lock);
 }
 
+/* While an application thread polls (and so drives progress), the engine thread leaves the
+ * socket to it and only looks again after URNIC_APP_POLL_NS of silence. */
 static void sleep_until(struct urnic_dev *dev, uint64_t deadline)
 {
-	struct pollfd fds[2] = {{.fd = dev->net.rx_fd, .events = POLLIN},
-				{.fd = dev->wake_fd, .events = POLLIN}};
+	struct pollfd fds[2] = {{.fd = dev->wake_fd, .events = POLLIN},
+				{.fd = dev->net.rx_fd, .events = POLLIN}};
 	struct timespec ts, *tsp = NULL;
 	uint64_t now = urnic_now_ns();
+	uint64_t app = atomic_load_explicit(&dev->app_poll_ns, memory_order_relaxed);
+	nfds_t nfds = 2;
+
+	if (app && now - app < URNIC_APP_POLL_NS) {
+		nfds = 1;
+		if (deadline > app + URNIC_APP_POLL_NS)
+			deadline = app + URNIC_APP_POLL_NS;
+	}
 
 	atomic_store(&dev->sleep_until_ns, deadline);
 	/* a deadline set between our scan and the store above must not be slept through */
@@ -121,13 +131,54 @@ static void sleep_until(struct urnic_dev *dev, uint64_t deadline)
 				       .tv_nsec = (long)(wait % 1000000000ull)};
 		tsp = &ts;
 	}
-	if (ppoll(fds, 2, tsp, NULL) > 0 && (fds[1].revents & POLLIN)) {
+	if (ppoll(fds, nfds, tsp, NULL) > 0 && (fds[0].revents & POLLIN)) {
 		uint64_t v;
 
 		if (read(dev->wake_fd, &v, sizeof(v)) < 0)
 			v = 0;
 	}
 	atomic_store(&dev->sleep_until_ns, 0);
+}
+
+/* One turn of the engine: a receive batch and what it owes, then timers and READ responses.
+ * Caller holds progress_lock. Returns true if there may be more to do right away. */
+static bool progress_turn(struct urnic_dev *dev, struct urnic_rxpkt *pkts,
+			  struct urnic_txbatch *b)
+{
+	int n = urnic_net_recv(&dev->net, pkts);
+
+	if (n > 0) {
+		urnic_count(dev, URNIC_C_rx_syscalls, 1);
+		process_rx(dev, pkts, n, b);
+	}
+	if (dev->tx_pending || urnic_now_ns() >= atomic_load(&dev->timer_next)) {
+		pthread_mutex_lock(&dev->qp_lock);
+		scan_qps(dev, b);
+		pthread_mutex_unlock(&dev->qp_lock);
+	}
+	return n > 0 || dev->tx_pending;
+}
+
+/* An application thread polling an empty CQ drives the engine itself: on a busy-polling
+ * application this avoids waking the engine thread (and, on few cores, waiting for it to be
+ * scheduled) for every packet. One non-blocking recvmmsg per empty poll. */
+void urnic_progress(struct urnic_dev *dev)
+{
+	static _Thread_local struct urnic_txbatch b;
+	static _Thread_local struct urnic_rxpkt pkts[URNIC_RX_BATCH];
+
+	atomic_store_explicit(&dev->app_poll_ns, urnic_now_ns(), memory_order_relaxed);
+	if (pthread_mutex_trylock(&dev->progress_lock) != 0)
+		return;
+	urnic_tx_init(&b, dev);
+	progress_turn(dev, pkts, &b);
+	pthread_mutex_unlock(&dev->progress_lock);
+}
+
+void urnic_progress_idle(struct urnic_dev *dev)
+{
+	atomic_store_explicit(&dev->app_poll_ns, 0, memory_order_relaxed);
+	urnic_engine_wake(dev);
 }
 
 static void *engine_main(void *arg)
@@ -138,20 +189,11 @@ static void *engine_main(void *arg)
 
 	urnic_tx_init(&b, dev);
 	while (!atomic_load(&dev->stop)) {
-		int n = urnic_net_recv(&dev->net, pkts);
+		pthread_mutex_lock(&dev->progress_lock);
+		bool busy = progress_turn(dev, pkts, &b);
 
-		if (n > 0) {
-			urnic_count(dev, URNIC_C_rx_syscalls, 1);
-			process_rx(dev, pkts, n, &b);
-		}
-		if (dev->tx_pending || urnic_now_ns() >= atomic_load(&dev->timer_next)) {
-			pthread_mutex_lock(&dev->qp_lock);
-			scan_qps(dev, &b);
-			pthread_mutex_unlock(&dev->qp_lock);
-		}
-		if (n == URNIC_RX_BATCH || dev->tx_pending)
-			continue;
-		if (n == 0)
+		pthread_mutex_unlock(&dev->progress_lock);
+		if (!busy)
 			sleep_until(dev, atomic_load(&dev->timer_next));
 	}
 	return NULL;
@@ -168,6 +210,7 @@ int urnic_engine_start(struct urnic_dev *dev)
 	atomic_store(&dev->timer_next, UINT64_MAX);
 	atomic_store(&dev->sleep_until_ns, 0);
 	atomic_store(&dev->stop, false);
+	pthread_mutex_init(&dev->progress_lock, NULL);
 	int err = pthread_create(&dev->thread, NULL, engine_main, dev);
 
 	if (err) {
@@ -183,4 +226,5 @@ void urnic_engine_stop(struct urnic_dev *dev)
 	urnic_engine_wake(dev);
 	pthread_join(dev->thread, NULL);
 	close(dev->wake_fd);
+	pthread_mutex_destroy(&dev->progress_lock);
 }

@@ -65,6 +65,10 @@ void urnic_engine_wake(struct urnic_dev *dev);
 void urnic_engine_deadline(struct urnic_dev *dev, uint64_t deadline);
 /* Asks the engine to give this QP a turn (pending READ responses). */
 void urnic_engine_kick(struct urnic_qp *qp);
+/* Runs one engine turn in the calling application thread (from an empty poll_cq). */
+void urnic_progress(struct urnic_dev *dev);
+/* The application is about to block: the engine thread takes over at once. */
+void urnic_progress_idle(struct urnic_dev *dev);
 
 static inline void urnic_qp_count(struct urnic_qp *qp, enum urnic_counter c, uint64_t n)
 {

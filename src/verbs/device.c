@@ -48,12 +48,12 @@ static int load_devices(void)
 		d->index = i;
 		d->ibdev.node_type = IBV_NODE_CA;
 		d->ibdev.transport_type = IBV_TRANSPORT_IB;
-		snprintf(d->ibdev.name, sizeof(d->ibdev.name), "%.15s", d->cfg.name);
+		snprintf(d->ibdev.name, sizeof(d->ibdev.name), "%.15s", cfg[i].name);
 		snprintf(d->ibdev.dev_name, sizeof(d->ibdev.dev_name), "uverbs%d", i);
 		snprintf(d->ibdev.dev_path, sizeof(d->ibdev.dev_path),
 			 "/sys/class/infiniband_verbs/uverbs%d", i);
 		snprintf(d->ibdev.ibdev_path, sizeof(d->ibdev.ibdev_path),
-			 "/sys/class/infiniband/%.15s", d->cfg.name);
+			 "/sys/class/infiniband/%.15s", cfg[i].name);
 	}
 	nibdevs = n;
 	devices_pid = getpid();

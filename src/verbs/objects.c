@@ -164,7 +164,10 @@ URNIC_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_c
 				  void **cq_context)
 {
 	struct ibv_cq *ev;
-	ssize_t r = read(channel->fd, &ev, sizeof(ev));
+	ssize_t r;
+
+	urnic_progress_idle(ctx_dev(channel->context));
+	r = read(channel->fd, &ev, sizeof(ev));
 
 	if (r != sizeof(ev))
 		return -1;
@@ -286,12 +289,16 @@ int urnic_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 
 	if (num_entries < 0)
 		return -EINVAL;
-	pthread_mutex_lock(&cq->lock);
-	while (n < num_entries && cq->head != cq->tail) {
-		wc[n++] = cq->ring[cq->head & (cq->size - 1)];
-		cq->head++;
+	for (int pass = 0; pass < 2 && n == 0; pass++) {
+		if (pass == 1)
+			urnic_progress(ctx_dev(ibcq->context));
+		pthread_mutex_lock(&cq->lock);
+		while (n < num_entries && cq->head != cq->tail) {
+			wc[n++] = cq->ring[cq->head & (cq->size - 1)];
+			cq->head++;
+		}
+		pthread_mutex_unlock(&cq->lock);
 	}
-	pthread_mutex_unlock(&cq->lock);
 	return n;
 }
 

@@ -86,7 +86,8 @@ static void fill_swqe(struct urnic_qp *qp, struct urnic_swqe *w, const struct ib
 		}
 		w->num_sge = 0;
 	} else {
-		memcpy(w->sge, wr->sg_list, sizeof(*w->sge) * (size_t)wr->num_sge);
+		if (wr->num_sge > 0)
+			memcpy(w->sge, wr->sg_list, sizeof(*w->sge) * (size_t)wr->num_sge);
 		w->num_sge = wr->num_sge;
 		if (atomic)
 			w->sge[0].length = 8;
@@ -142,7 +143,8 @@ int urnic_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv
 
 		r->wr_id = wr->wr_id;
 		r->num_sge = wr->num_sge;
-		memcpy(r->sge, wr->sg_list, sizeof(*r->sge) * (size_t)wr->num_sge);
+		if (wr->num_sge > 0)
+			memcpy(r->sge, wr->sg_list, sizeof(*r->sge) * (size_t)wr->num_sge);
 		qp->rq_prod++;
 	}
 	if (err)

@@ -375,7 +375,7 @@ static void arm_alarm(struct rc *rc)
 	alarm(rc->o.alarm_s);
 }
 
-static int combine(int a, int b)
+int rc_combine(int a, int b)
 {
 	if (a == RC_PASS)
 		return b;
@@ -414,7 +414,7 @@ static int side(const struct rc_opts *o, bool client, int sock, pid_t child, rc_
 			describe_status(status, why, sizeof(why));
 			fprintf(stderr, "%s[client]: server %s\n", g_name, why);
 		}
-		code = combine(code, exit_code_of(status));
+		code = rc_combine(code, exit_code_of(status));
 	}
 	return code;
 }

@@ -83,6 +83,9 @@ struct rc_opts rc_defaults(const char *name);
  * QPs (connected to RTS) and MR. Returns the combined exit code for main(). */
 int rc_run(const struct rc_opts *o, rc_fn server, rc_fn client);
 
+/* Worst of two exit codes: fail, then skip, then pass. */
+int rc_combine(int a, int b);
+
 /* Single process: resources opened, QPs left in RESET; no peer. */
 int rc_run_local(const struct rc_opts *o, rc_fn fn);
 

@@ -22,7 +22,6 @@ static int nsizes(struct rc *rc, size_t *s)
 
 static int server(struct rc *rc)
 {
-	size_t s[8];
 	int n = (int)rc_get(rc);
 
 	for (int i = 0; i < n; i++) {
@@ -45,7 +44,6 @@ static int server(struct rc *rc)
 		rc_check_const(rc, rc->buf, ROFF, RC_CANARY, "bytes before the WRITE");
 		rc_check(rc, rc->buf + ROFF, len, 6000 + (uint32_t)i, "inline WRITE data");
 		rc_check_const(rc, rc->buf + ROFF + len, RC_GUARD, RC_CANARY, "bytes past the WRITE");
-		s[0] = len;
 	}
 	return RC_PASS;
 }

@@ -13,7 +13,12 @@ static uint32_t piece_len(struct rc *rc, int round, int k)
 	switch (round) {
 	case SMALL: return 2u * (uint32_t)k + 1;
 	case STRADDLE: return k % 2 ? rc->mtu + 1 : rc->mtu - 1;
-	default: return 65535u + 2u * (uint32_t)k;
+	default: {
+		/* Large pieces, kept within 16 MiB in all whatever the SGE count. */
+		uint32_t big = (uint32_t)(16 * RC_MIB / (size_t)rc->cap.max_send_sge);
+
+		return (big > 65535u ? 65535u : big | 1u) + 2u * (uint32_t)k;
+	}
 	}
 }
 
@@ -59,24 +64,27 @@ static int server(struct rc *rc)
 
 	RC_CHECK(rc, sge, "calloc");
 	for (int round = 0; round < NROUNDS; round++) {
-		size_t total = rc_get(rc), base = total / (size_t)n | 1, off = 2, sum = 0;
+		size_t total = rc_get(rc), base = total / (size_t)n | 1, off = 2;
 		struct ibv_recv_wr *bad, wr = {.wr_id = 0x200 + (uint64_t)round, .sg_list = sge,
 					       .num_sge = n};
 		struct ibv_wc wc;
 
 		rc_step(rc, "round %d: scatter %zu bytes over %d SGEs", round, total, n);
 		memset(rc->buf, RC_CANARY, rc->o.buf_size);
+		/* Odd lengths that differ from the sender's; the last SGE takes what is left of
+		 * the message plus a little slack, so the capacity is the message + 9 bytes. */
+		size_t need = total + 9;
 		for (int k = 0; k < n; k++) {
-			/* Odd lengths that differ from the sender's; the last one takes the rest
-			 * and a little slack. */
-			size_t len = k + 1 < n ? base + 2 * (size_t)(k % 3) : total - sum + 9;
+			size_t len = base + 2 * (size_t)(k % 3);
 
-			if (sum + len > total + 9)
-				len = total + 9 > sum ? total + 9 - sum : 1;
+			if (k == n - 1 || len > need)
+				len = need;
+			if (len == 0)
+				len = 1;
+			need -= len < need ? len : need;
 			sge[k] = (struct ibv_sge){.addr = (uintptr_t)(rc->buf + off),
 						  .length = (uint32_t)len,
 						  .lkey = rc->mr->lkey};
-			sum += len;
 			off += len + 5;
 		}
 		RC_CHECK(rc, off < rc->o.buf_size, "round %d does not fit", round);
@@ -112,6 +120,6 @@ int main(void)
 	struct rc_opts o = rc_defaults("rc_sge");
 
 	o.max_sge = RC_DEVICE_MAX;
-	o.buf_size = 16 * RC_MIB;
+	o.buf_size = 40 * RC_MIB;
 	return rc_run(&o, server, client);
 }
