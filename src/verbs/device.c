@@ -25,6 +25,22 @@ struct urnic_ibdev *urnic_ibdev_of(struct ibv_device *device)
 	return container_of(device, struct urnic_ibdev, ibdev);
 }
 
+/* The loopback device gives each process its own address in 127.64.0.0/10, from its pid. */
+static uint32_t loopback_addr(unsigned attempt)
+{
+	uint32_t v = ((uint32_t)getpid() + attempt * 0x9e37u) & 0x3fffff;
+
+	return htonl(0x7f400000u | v);
+}
+
+static uint64_t guid_for(const struct urnic_dev_config *cfg, int index)
+{
+	uint32_t addr = cfg->loopback ? loopback_addr(0) : cfg->addr;
+
+	/* a locally administered EUI-64 made of the IPv4 address and the device index */
+	return (uint64_t)0x02 << 56 | (uint64_t)ntohl(addr) << 8 | (uint64_t)(index & 0xff);
+}
+
 /* Called with devices_lock held. A forked child starts over: its parent's threads are gone. */
 static int load_devices(void)
 {
@@ -46,6 +62,7 @@ static int load_devices(void)
 		memset(d, 0, sizeof(*d));
 		d->cfg = cfg[i];
 		d->index = i;
+		d->guid = guid_for(&cfg[i], i);
 		d->ibdev.node_type = IBV_NODE_CA;
 		d->ibdev.transport_type = IBV_TRANSPORT_IB;
 		snprintf(d->ibdev.name, sizeof(d->ibdev.name), "%.15s", cfg[i].name);
@@ -96,14 +113,6 @@ URNIC_EXPORT int ibv_get_device_index(struct ibv_device *device)
 }
 
 /* ---------------- running devices ---------------- */
-
-/* The loopback device gives each process its own address in 127.64.0.0/10, from its pid. */
-static uint32_t loopback_addr(unsigned attempt)
-{
-	uint32_t v = ((uint32_t)getpid() + attempt * 0x9e37u) & 0x3fffff;
-
-	return htonl(0x7f400000u | v);
-}
 
 static int active_mtu_for(uint32_t addr)
 {
@@ -240,7 +249,6 @@ static int dev_start(struct urnic_ibdev *ibdev, struct urnic_dev **out)
 	memset(&dev->gid, 0, sizeof(dev->gid));
 	dev->gid.raw[10] = dev->gid.raw[11] = 0xff;
 	memcpy(&dev->gid.raw[12], &dev->addr, 4);
-	ibdev->guid = (uint64_t)0x02 << 56 | (uint64_t)ntohl(dev->addr) << 8 | (uint64_t)ibdev->index;
 	stats_open(dev);
 	err = urnic_engine_start(dev);
 	if (err) {

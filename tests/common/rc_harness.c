@@ -377,11 +377,11 @@ static void arm_alarm(struct rc *rc)
 
 int rc_combine(int a, int b)
 {
-	if (a == RC_PASS)
-		return b;
-	if (b == RC_PASS || b == RC_SKIP)
-		return a;
-	return b == RC_FAIL ? RC_FAIL : a;
+	if (a == RC_SKIP && b == RC_SKIP)
+		return RC_SKIP;
+	if ((a != RC_PASS && a != RC_SKIP) || (b != RC_PASS && b != RC_SKIP))
+		return RC_FAIL;
+	return a == RC_SKIP || b == RC_SKIP ? RC_SKIP : RC_PASS;
 }
 
 static int side(const struct rc_opts *o, bool client, int sock, pid_t child, rc_fn fn)

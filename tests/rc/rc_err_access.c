@@ -62,6 +62,7 @@ int main(void)
 		struct rc_opts o = rc_defaults("rc_err_access");
 
 		o.buf_size = RC_MIB;
+		o.alarm_s = 30;
 		o.mr_access = IBV_ACCESS_LOCAL_WRITE | (ALL_REMOTE & ~cases[c].missing);
 		int r = rc_run(&o, server, client);
 		if (r != RC_PASS)

@@ -79,6 +79,7 @@ int main(void)
 		struct rc_opts o = rc_defaults("rc_err_bounds");
 
 		o.buf_size = RC_MIB;
+		o.alarm_s = 30;
 		int r = rc_run(&o, server, client);
 		if (r != RC_PASS)
 			fprintf(stderr, "rc_err_bounds: case '%s' -> %d\n", names[c], r);

@@ -56,6 +56,7 @@ int main(void)
 		struct rc_opts o = rc_defaults("rc_err_lkey");
 
 		o.buf_size = RC_MIB;
+		o.alarm_s = 30;
 		int r = rc_run(&o, server, client);
 		if (r != RC_PASS)
 			fprintf(stderr, "rc_err_lkey: case '%s' -> %d\n", cases[c].name, r);
