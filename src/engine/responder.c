@@ -245,8 +245,7 @@ static void send_atomic_ack(struct urnic_qp *qp, struct urnic_txbatch *b, uint32
 	urnic_tx_finish(qp, p, 0);
 }
 
-static enum resp_outcome exec_atomic(struct urnic_qp *qp, const struct resp_pkt *rp,
-				     struct urnic_txbatch *b)
+static enum resp_outcome exec_atomic(struct urnic_qp *qp, const struct resp_pkt *rp)
 {
 	const uint8_t *a = rp->bth + rp->op->atomiceth;
 	uint64_t va = atomiceth_va(a), operand = atomiceth_swap_add(a);
@@ -254,12 +253,17 @@ static enum resp_outcome exec_atomic(struct urnic_qp *qp, const struct resp_pkt 
 
 	if (va & 7)
 		return RESP_NAK_INV; /* IBTA: a misaligned atomic is an invalid request */
+	struct urnic_rd_res *r = rd_alloc(qp);
+
+	if (!r)
+		return RESP_NAK_INV; /* more READs/atomics in flight than max_dest_rd_atomic */
 	pthread_rwlock_rdlock(&qp->dev->mr_lock);
 	struct urnic_mr *mr = urnic_mr_find(qp->dev, qp_pd(qp), atomiceth_rkey(a), va, 8,
 					    IBV_ACCESS_REMOTE_ATOMIC);
 
 	if (!mr) {
 		pthread_rwlock_unlock(&qp->dev->mr_lock);
+		qp->rd_count--; /* the resource just taken */
 		return RESP_NAK_ACC;
 	}
 	uint64_t *target = (uint64_t *)(void *)urnic_mr_ptr(mr, va);
@@ -272,12 +276,12 @@ static enum resp_outcome exec_atomic(struct urnic_qp *qp, const struct resp_pkt 
 					    __ATOMIC_SEQ_CST);
 	}
 	pthread_rwlock_unlock(&qp->dev->mr_lock);
-	struct urnic_rd_res *r = rd_alloc(qp);
-
-	if (r) /* kept so that a duplicate gets the same answer, not a second execution */
-		*r = (struct urnic_rd_res){.atomic = true, .psn = rp->psn, .npkts = 1, .orig = orig};
+	/* answered in PSN order behind any READ still being answered; kept afterwards so that a
+	 * duplicate gets the same answer, not a second execution */
+	*r = (struct urnic_rd_res){
+		.busy = true, .atomic = true, .psn = rp->psn, .npkts = 1, .orig = orig};
 	qp->msn = psn_add(qp->msn, 1);
-	send_atomic_ack(qp, b, rp->psn, orig);
+	qp->dev->tx_pending = true;
 	return RESP_DONE;
 }
 
@@ -320,7 +324,7 @@ static enum resp_outcome execute(struct urnic_qp *qp, const struct resp_pkt *rp,
 	if (mask & URNIC_M_READ)
 		return start_read(qp, rp);
 	if (mask & URNIC_M_ATOMIC)
-		return exec_atomic(qp, rp, b);
+		return exec_atomic(qp, rp);
 	return RESP_NAK_INV;
 }
 
@@ -431,9 +435,19 @@ void urnic_resp_rx(struct urnic_qp *qp, const struct urnic_rxpkt *pkt, struct ur
 
 /* ---- transmit side: ACKs and READ responses ---- */
 
+static bool responses_pending(struct urnic_qp *qp)
+{
+	for (int i = 0; i < qp->rd_count; i++)
+		if (rd_at(qp, i)->busy)
+			return true;
+	return false;
+}
+
+/* Responses leave in PSN order: an ACK for a later request waits for the READ and atomic
+ * responses before it, or the requester would take them for lost. */
 void urnic_resp_send_ack(struct urnic_qp *qp, struct urnic_txbatch *b)
 {
-	if (!qp->ack_pending)
+	if (!qp->ack_pending || responses_pending(qp))
 		return;
 	qp->ack_pending = false;
 	send_aeth(qp, b, qp->ack_psn, URNIC_AETH_ACK, URNIC_AETH_CREDITS_INVALID, qp->ack_msn);
@@ -489,6 +503,11 @@ bool urnic_resp_tx(struct urnic_qp *qp, struct urnic_txbatch *b)
 	for (int i = 0; i < qp->rd_count && budget > 0 && !lost_mr; i++) {
 		struct urnic_rd_res *r = rd_at(qp, i);
 
+		if (r->busy && r->atomic) {
+			send_atomic_ack(qp, b, r->psn, r->orig);
+			r->busy = false;
+			budget--;
+		}
 		while (r->busy && budget > 0) {
 			if (!send_read_packet(qp, r, b)) {
 				lost_mr = true;
@@ -498,6 +517,7 @@ bool urnic_resp_tx(struct urnic_qp *qp, struct urnic_txbatch *b)
 			r->busy = r->sent < r->npkts;
 		}
 	}
+	urnic_resp_send_ack(qp, b);
 	urnic_tx_flush(b); /* payload iovecs point into MRs */
 	pthread_rwlock_unlock(&qp->dev->mr_lock);
 	if (lost_mr) { /* deregistered while being read */

@@ -1,4 +1,5 @@
-/* rc_harness.c - the two-process RC harness behind tests/rc: setup, side channel, post/poll, data. */
+/* rc_harness.c - the two-process RC harness behind tests/rc: setup, side channel, post/poll, data.
+ */
 #include "rc_harness.h"
 
 #include <errno.h>
@@ -59,22 +60,22 @@ void rc_sleep_ms(unsigned ms)
 struct rc_opts rc_defaults(const char *name)
 {
 	return (struct rc_opts){
-		.name = name,
-		.alarm_s = 60,
-		.nqp = 1,
-		.buf_size = 64 * RC_MIB + 64 * 1024,
-		.mr_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-			     IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC,
-		.qp_access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-			     IBV_ACCESS_REMOTE_ATOMIC,
-		.timeout = 14,
-		.retry_cnt = 7,
-		.rnr_retry = 7,
-		.min_rnr_timer = 12,
-		.max_rd_atomic = 16,
-		.sq_depth = 128,
-		.rq_depth = 128,
-		.max_sge = 1,
+	    .name = name,
+	    .alarm_s = 60,
+	    .nqp = 1,
+	    .buf_size = 64 * RC_MIB + 64 * 1024,
+	    .mr_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			 IBV_ACCESS_REMOTE_ATOMIC,
+	    .qp_access =
+		IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC,
+	    .timeout = 14,
+	    .retry_cnt = 7,
+	    .rnr_retry = 7,
+	    .min_rnr_timer = 12,
+	    .max_rd_atomic = 16,
+	    .sq_depth = 128,
+	    .rq_depth = 128,
+	    .max_sge = 1,
 	};
 }
 
@@ -259,10 +260,12 @@ static void open_device(struct rc *rc)
 	rc_step(rc, "open the default device");
 	list = ibv_get_device_list(&n);
 	if (!list || n == 0)
-		rc_skip(rc, "no RDMA device (ibv_get_device_list: %s)", list ? "empty" : strerror(errno));
+		rc_skip(rc, "no RDMA device (ibv_get_device_list: %s)",
+			list ? "empty" : strerror(errno));
 	rc->ctx = ibv_open_device(list[0]);
 	if (!rc->ctx)
-		rc_fail(rc, "ibv_open_device(%s): %s", ibv_get_device_name(list[0]), strerror(errno));
+		rc_fail(rc, "ibv_open_device(%s): %s", ibv_get_device_name(list[0]),
+			strerror(errno));
 	ibv_free_device_list(list);
 
 	RC_CHECK(rc, ibv_query_device(rc->ctx, &rc->dev) == 0, "ibv_query_device failed");
@@ -286,28 +289,30 @@ static void create_qps(struct rc *rc)
 
 	for (int i = 0; i < rc->o.nqp; i++) {
 		struct ibv_qp_init_attr a = {
-			.qp_context = rc,
-			.send_cq = rc->scq,
-			.recv_cq = rc->rcq,
-			.cap = {.max_send_wr = rc->o.sq_depth,
-				.max_recv_wr = rc->o.rq_depth,
-				.max_send_sge = sge,
-				.max_recv_sge = sge,
-				.max_inline_data = rc->o.max_inline},
-			.qp_type = IBV_QPT_RC,
-			.sq_sig_all = rc->o.sq_sig_all,
+		    .qp_context = rc,
+		    .send_cq = rc->scq,
+		    .recv_cq = rc->rcq,
+		    .cap = {.max_send_wr = rc->o.sq_depth,
+			    .max_recv_wr = rc->o.rq_depth,
+			    .max_send_sge = sge,
+			    .max_recv_sge = sge,
+			    .max_inline_data = rc->o.max_inline},
+		    .qp_type = IBV_QPT_RC,
+		    .sq_sig_all = rc->o.sq_sig_all,
 		};
 
 		rc->qp[i] = ibv_create_qp(rc->pd, &a);
 		if (!rc->qp[i])
 			rc_fail(rc, "ibv_create_qp(sq %u, rq %u, sge %u, inline %u): %s",
-				rc->o.sq_depth, rc->o.rq_depth, sge, rc->o.max_inline, strerror(errno));
+				rc->o.sq_depth, rc->o.rq_depth, sge, rc->o.max_inline,
+				strerror(errno));
 		if (i == 0)
 			rc->cap = a.cap;
 		rc->me.qpn[i] = rc->qp[i]->qp_num;
 		/* Start near the 24-bit wrap so that long transfers cross it. */
-		rc->me.psn[i] = (0xffffffu - 0x800u * (uint32_t)i - (rc->client ? 0x400u : 0u) - 0x40u) &
-				0xffffffu;
+		rc->me.psn[i] =
+		    (0xffffffu - 0x800u * (uint32_t)i - (rc->client ? 0x400u : 0u) - 0x40u) &
+		    0xffffffu;
 	}
 }
 
@@ -449,6 +454,24 @@ int rc_run(const struct rc_opts *o, rc_fn server, rc_fn client)
 	return code;
 }
 
+int rc_run_cases(const struct rc_opts *o, int ncases, int *c,
+		 void (*adjust)(struct rc_opts *o, int c), rc_fn server, rc_fn client)
+{
+	int code = RC_PASS;
+
+	for (*c = 0; *c < ncases; (*c)++) {
+		struct rc_opts oc = *o;
+
+		if (adjust)
+			adjust(&oc, *c);
+		int r = rc_run(&oc, server, client);
+		if (r != RC_PASS)
+			fprintf(stderr, "%s: case %d -> exit %d\n", o->name, *c, r);
+		code = rc_combine(code, r);
+	}
+	return code;
+}
+
 int rc_run_local(const struct rc_opts *o, rc_fn fn)
 {
 	struct rc rc = {.o = *o, .client = true, .sock = -1, .role = "local"};
@@ -486,10 +509,10 @@ void rc_modify(struct rc *rc, struct ibv_qp *qp, struct ibv_qp_attr *attr, int m
 void rc_qp_init(struct rc *rc, struct ibv_qp *qp)
 {
 	struct ibv_qp_attr a = {
-		.qp_state = IBV_QPS_INIT,
-		.pkey_index = 0,
-		.port_num = 1,
-		.qp_access_flags = (unsigned)rc->o.qp_access,
+	    .qp_state = IBV_QPS_INIT,
+	    .pkey_index = 0,
+	    .port_num = 1,
+	    .qp_access_flags = (unsigned)rc->o.qp_access,
 	};
 
 	rc_modify(rc, qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
@@ -498,44 +521,44 @@ void rc_qp_init(struct rc *rc, struct ibv_qp *qp)
 void rc_fill_ah(struct rc *rc, struct ibv_ah_attr *ah, const struct rc_peer *to)
 {
 	*ah = (struct ibv_ah_attr){
-		.dlid = rc->port.link_layer == IBV_LINK_LAYER_INFINIBAND ? to->lid : 0,
-		.is_global = 1,
-		.port_num = 1,
-		.grh = {.dgid = to->gid, .sgid_index = 0, .hop_limit = 64},
+	    .dlid = rc->port.link_layer == IBV_LINK_LAYER_INFINIBAND ? to->lid : 0,
+	    .is_global = 1,
+	    .port_num = 1,
+	    .grh = {.dgid = to->gid, .sgid_index = 0, .hop_limit = 64},
 	};
 }
 
 void rc_qp_rtr(struct rc *rc, struct ibv_qp *qp, const struct rc_peer *to, int i)
 {
 	struct ibv_qp_attr a = {
-		.qp_state = IBV_QPS_RTR,
-		.path_mtu = rc->o.path_mtu,
-		.dest_qp_num = to->qpn[i],
-		.rq_psn = to->psn[i],
-		.max_dest_rd_atomic = rc->rd_atomic,
-		.min_rnr_timer = rc->o.min_rnr_timer,
+	    .qp_state = IBV_QPS_RTR,
+	    .path_mtu = rc->o.path_mtu,
+	    .dest_qp_num = to->qpn[i],
+	    .rq_psn = to->psn[i],
+	    .max_dest_rd_atomic = rc->rd_atomic,
+	    .min_rnr_timer = rc->o.min_rnr_timer,
 	};
 
 	rc_fill_ah(rc, &a.ah_attr, to);
 	rc_modify(rc, qp, &a,
 		  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+		      IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
 }
 
 void rc_qp_rts(struct rc *rc, struct ibv_qp *qp, uint32_t sq_psn)
 {
 	struct ibv_qp_attr a = {
-		.qp_state = IBV_QPS_RTS,
-		.sq_psn = sq_psn,
-		.timeout = rc->o.timeout,
-		.retry_cnt = rc->o.retry_cnt,
-		.rnr_retry = rc->o.rnr_retry,
-		.max_rd_atomic = rc->rd_atomic,
+	    .qp_state = IBV_QPS_RTS,
+	    .sq_psn = sq_psn,
+	    .timeout = rc->o.timeout,
+	    .retry_cnt = rc->o.retry_cnt,
+	    .rnr_retry = rc->o.rnr_retry,
+	    .max_rd_atomic = rc->rd_atomic,
 	};
 
 	rc_modify(rc, qp, &a,
 		  IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-			  IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+		      IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
 void rc_connect(struct rc *rc)
@@ -608,7 +631,7 @@ void rc_post_send(struct rc *rc, int q, struct ibv_send_wr *wr)
 void rc_post_recv(struct rc *rc, int q, uint64_t wr_id, size_t off, size_t len)
 {
 	struct ibv_sge sge = {
-		.addr = (uintptr_t)(rc->buf + off), .length = (uint32_t)len, .lkey = rc->mr->lkey};
+	    .addr = (uintptr_t)(rc->buf + off), .length = (uint32_t)len, .lkey = rc->mr->lkey};
 	struct ibv_recv_wr wr = {.wr_id = wr_id, .sg_list = &sge, .num_sge = len ? 1 : 0};
 	struct ibv_recv_wr *bad = NULL;
 	int r = ibv_post_recv(rc->qp[q], &wr, &bad);
@@ -655,16 +678,26 @@ void rc_poll(struct rc *rc, struct ibv_cq *cq, struct ibv_wc *wc, int n, unsigne
 const char *rc_wc_opcode_str(int opcode)
 {
 	switch (opcode) {
-	case IBV_WC_SEND: return "SEND";
-	case IBV_WC_RDMA_WRITE: return "RDMA_WRITE";
-	case IBV_WC_RDMA_READ: return "RDMA_READ";
-	case IBV_WC_COMP_SWAP: return "COMP_SWAP";
-	case IBV_WC_FETCH_ADD: return "FETCH_ADD";
-	case IBV_WC_BIND_MW: return "BIND_MW";
-	case IBV_WC_LOCAL_INV: return "LOCAL_INV";
-	case IBV_WC_RECV: return "RECV";
-	case IBV_WC_RECV_RDMA_WITH_IMM: return "RECV_RDMA_WITH_IMM";
-	default: return "?";
+	case IBV_WC_SEND:
+		return "SEND";
+	case IBV_WC_RDMA_WRITE:
+		return "RDMA_WRITE";
+	case IBV_WC_RDMA_READ:
+		return "RDMA_READ";
+	case IBV_WC_COMP_SWAP:
+		return "COMP_SWAP";
+	case IBV_WC_FETCH_ADD:
+		return "FETCH_ADD";
+	case IBV_WC_BIND_MW:
+		return "BIND_MW";
+	case IBV_WC_LOCAL_INV:
+		return "LOCAL_INV";
+	case IBV_WC_RECV:
+		return "RECV";
+	case IBV_WC_RECV_RDMA_WITH_IMM:
+		return "RECV_RDMA_WITH_IMM";
+	default:
+		return "?";
 	}
 }
 
@@ -711,7 +744,8 @@ void rc_expect_empty(struct rc *rc, struct ibv_cq *cq, unsigned ms)
 
 		RC_CHECK(rc, r >= 0, "ibv_poll_cq returned %d", r);
 		if (r)
-			rc_fail(rc, "unexpected completion on the %s CQ: wr_id %#llx, %s, opcode %s",
+			rc_fail(rc,
+				"unexpected completion on the %s CQ: wr_id %#llx, %s, opcode %s",
 				cq_name(rc, cq), (unsigned long long)wc.wr_id,
 				ibv_wc_status_str(wc.status), rc_wc_opcode_str(wc.opcode));
 		rc_sleep_ms(1);
@@ -722,7 +756,8 @@ void rc_expect_empty(struct rc *rc, struct ibv_cq *cq, unsigned ms)
 
 static inline uint8_t pattern_byte(uint32_t seed, uint64_t off)
 {
-	uint64_t x = (off + 1) * 0x9e3779b97f4a7c15ull ^ ((uint64_t)seed + 1) * 0xc2b2ae3d27d4eb4full;
+	uint64_t x =
+	    (off + 1) * 0x9e3779b97f4a7c15ull ^ ((uint64_t)seed + 1) * 0xc2b2ae3d27d4eb4full;
 
 	x ^= x >> 29;
 	return (uint8_t)(x >> 21);
@@ -766,13 +801,14 @@ void rc_check_const(struct rc *rc, const void *p, size_t len, uint8_t v, const c
 
 	for (size_t i = 0; i < len; i++)
 		if (b[i] != v)
-			rc_fail(rc, "%s: byte %zu of %zu is %#04x, expected %#04x (untouched)", what,
-				i, len, b[i], v);
+			rc_fail(rc, "%s: byte %zu of %zu is %#04x, expected %#04x (untouched)",
+				what, i, len, b[i], v);
 }
 
 int rc_sizes(const struct rc *rc, size_t max, size_t out[RC_NSIZES])
 {
-	const size_t all[RC_NSIZES] = {0, 1, rc->mtu - 1, rc->mtu, rc->mtu + 1, RC_MIB, 64 * RC_MIB};
+	const size_t all[RC_NSIZES] = {0,	    1,	    rc->mtu - 1, rc->mtu,
+				       rc->mtu + 1, RC_MIB, 64 * RC_MIB};
 	int n = 0;
 
 	for (int i = 0; i < RC_NSIZES; i++)

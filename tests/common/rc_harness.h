@@ -1,4 +1,5 @@
-/* rc_harness.h - two-process RC test harness: fork, connect QPs, post/poll with deadlines, verify. */
+/* rc_harness.h - two-process RC test harness: fork, connect QPs, post/poll with deadlines, verify.
+ */
 #ifndef URNIC_RC_HARNESS_H
 #define URNIC_RC_HARNESS_H
 
@@ -13,19 +14,19 @@ enum { RC_PASS = 0, RC_FAIL = 1, RC_SKIP = 77 };
 
 #define RC_MAX_QP 16
 #define RC_MIB ((size_t)1 << 20)
-#define RC_GUARD 4096u        /* canary bytes checked around every landing zone */
-#define RC_CANARY 0xa5        /* value of those bytes */
-#define RC_WAIT_MS 20000u     /* default deadline of one rc_poll */
+#define RC_GUARD 4096u		  /* canary bytes checked around every landing zone */
+#define RC_CANARY 0xa5		  /* value of those bytes */
+#define RC_WAIT_MS 20000u	  /* default deadline of one rc_poll */
 #define RC_DEVICE_MAX 0xffffffffu /* for rc_opts.max_sge: whatever the device allows */
 #define RC_NSIZES 7
 
 struct rc_opts {
 	const char *name;      /* test name: prefixes every message */
 	unsigned alarm_s;      /* wall-clock bound of each process */
-	int nqp;               /* RC QPs per side, QP i connects to the peer's QP i */
+	int nqp;	       /* RC QPs per side, QP i connects to the peer's QP i */
 	size_t buf_size;       /* bytes registered per side (one MR) */
-	int mr_access;         /* MR access flags (both sides) */
-	int qp_access;         /* qp_access_flags (both sides) */
+	int mr_access;	       /* MR access flags (both sides) */
+	int qp_access;	       /* qp_access_flags (both sides) */
 	enum ibv_mtu path_mtu; /* 0: the port's active MTU */
 	uint8_t timeout;       /* local ACK timeout: 4.096 us * 2^timeout */
 	uint8_t retry_cnt;
@@ -33,10 +34,10 @@ struct rc_opts {
 	uint8_t min_rnr_timer; /* what this side's responder asks the peer to wait */
 	uint8_t max_rd_atomic; /* max_rd_atomic and max_dest_rd_atomic, clamped to the device */
 	uint32_t sq_depth, rq_depth;
-	uint32_t max_sge;      /* send and receive; RC_DEVICE_MAX for the device limit */
+	uint32_t max_sge; /* send and receive; RC_DEVICE_MAX for the device limit */
 	uint32_t max_inline;
 	bool sq_sig_all;
-	bool channel;          /* CQs report to a completion channel */
+	bool channel; /* CQs report to a completion channel */
 };
 
 /* What one side tells the other over the socketpair. */
@@ -52,12 +53,12 @@ struct rc_peer {
 
 struct rc {
 	struct rc_opts o;
-	bool client;      /* parent: the requester in most tests; child: the server */
+	bool client;	  /* parent: the requester in most tests; child: the server */
 	const char *role; /* "client" or "server" */
 	const char *path; /* URNIC_TEST_PATH: which transport the suite runs over */
-	int sock;         /* socketpair end, -1 in single-process tests */
-	pid_t child;      /* client only: the server's pid */
-	bool peer_dead;   /* client only: the server was killed and reaped on purpose */
+	int sock;	  /* socketpair end, -1 in single-process tests */
+	pid_t child;	  /* client only: the server's pid */
+	bool peer_dead;	  /* client only: the server was killed and reaped on purpose */
 
 	struct ibv_context *ctx;
 	struct ibv_device_attr dev;
@@ -69,7 +70,7 @@ struct rc {
 	struct ibv_cq *scq, *rcq;
 	struct ibv_qp *qp[RC_MAX_QP];
 	struct ibv_qp_cap cap; /* what ibv_create_qp granted (QP 0) */
-	uint8_t *buf;          /* buf_size bytes registered, followed by RC_GUARD unregistered ones */
+	uint8_t *buf; /* buf_size bytes registered, followed by RC_GUARD unregistered ones */
 	struct ibv_mr *mr;
 	struct rc_peer me, peer;
 };
@@ -82,6 +83,11 @@ struct rc_opts rc_defaults(const char *name);
 /* Forks: the child runs server, the parent client, each with its own device context, PD, CQs,
  * QPs (connected to RTS) and MR. Returns the combined exit code for main(). */
 int rc_run(const struct rc_opts *o, rc_fn server, rc_fn client);
+
+/* One fresh pair of processes per case: sets *c to each case in turn, lets adjust (may be
+ * NULL) change the options for it, and returns the combined exit code. */
+int rc_run_cases(const struct rc_opts *o, int ncases, int *c,
+		 void (*adjust)(struct rc_opts *o, int c), rc_fn server, rc_fn client);
 
 /* Worst of two exit codes: fail, then skip, then pass. */
 int rc_combine(int a, int b);

@@ -15,7 +15,7 @@
 	(IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |                           \
 	 IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)
 #define RTS_REQ                                                                                    \
-	(IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |                     \
+	(IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |                    \
 	 IBV_QP_MAX_QP_RD_ATOMIC)
 #define INIT_REQ (IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)
 
@@ -23,13 +23,20 @@ static const struct {
 	int bit;
 	const char *name;
 } attrs[] = {
-	{IBV_QP_PKEY_INDEX, "PKEY_INDEX"}, {IBV_QP_PORT, "PORT"},
-	{IBV_QP_ACCESS_FLAGS, "ACCESS_FLAGS"}, {IBV_QP_AV, "AV"},
-	{IBV_QP_PATH_MTU, "PATH_MTU"}, {IBV_QP_DEST_QPN, "DEST_QPN"},
-	{IBV_QP_RQ_PSN, "RQ_PSN"}, {IBV_QP_MAX_DEST_RD_ATOMIC, "MAX_DEST_RD_ATOMIC"},
-	{IBV_QP_MIN_RNR_TIMER, "MIN_RNR_TIMER"}, {IBV_QP_SQ_PSN, "SQ_PSN"},
-	{IBV_QP_TIMEOUT, "TIMEOUT"}, {IBV_QP_RETRY_CNT, "RETRY_CNT"},
-	{IBV_QP_RNR_RETRY, "RNR_RETRY"}, {IBV_QP_MAX_QP_RD_ATOMIC, "MAX_QP_RD_ATOMIC"},
+    {IBV_QP_PKEY_INDEX, "PKEY_INDEX"},
+    {IBV_QP_PORT, "PORT"},
+    {IBV_QP_ACCESS_FLAGS, "ACCESS_FLAGS"},
+    {IBV_QP_AV, "AV"},
+    {IBV_QP_PATH_MTU, "PATH_MTU"},
+    {IBV_QP_DEST_QPN, "DEST_QPN"},
+    {IBV_QP_RQ_PSN, "RQ_PSN"},
+    {IBV_QP_MAX_DEST_RD_ATOMIC, "MAX_DEST_RD_ATOMIC"},
+    {IBV_QP_MIN_RNR_TIMER, "MIN_RNR_TIMER"},
+    {IBV_QP_SQ_PSN, "SQ_PSN"},
+    {IBV_QP_TIMEOUT, "TIMEOUT"},
+    {IBV_QP_RETRY_CNT, "RETRY_CNT"},
+    {IBV_QP_RNR_RETRY, "RNR_RETRY"},
+    {IBV_QP_MAX_QP_RD_ATOMIC, "MAX_QP_RD_ATOMIC"},
 };
 
 static struct ibv_qp_attr want; /* one attribute set for every transition */
@@ -93,8 +100,9 @@ static void check_queried(struct rc *rc, int mask)
 	memset(&a, 0xff, sizeof(a));
 	rc_expect_errno(rc, ibv_query_qp(rc->qp[0], &a, mask, &ia), 0, "ibv_query_qp");
 #define SAME(field, bit)                                                                           \
-	RC_CHECK(rc, !(mask & (bit)) || a.field == want.field, "queried " #field " %llu, set %llu",  \
-		 (unsigned long long)a.field, (unsigned long long)want.field)
+	RC_CHECK(rc, !(mask & (bit)) || a.field == want.field,                                     \
+		 "queried " #field " %llu, set %llu", (unsigned long long)a.field,                 \
+		 (unsigned long long)want.field)
 	SAME(pkey_index, IBV_QP_PKEY_INDEX);
 	SAME(port_num, IBV_QP_PORT);
 	SAME(qp_access_flags, IBV_QP_ACCESS_FLAGS);
@@ -112,7 +120,8 @@ static void check_queried(struct rc *rc, int mask)
 	SAME(ah_attr.port_num, IBV_QP_AV);
 	SAME(ah_attr.grh.sgid_index, IBV_QP_AV);
 #undef SAME
-	RC_CHECK(rc, !(mask & IBV_QP_AV) || !memcmp(&a.ah_attr.grh.dgid, &want.ah_attr.grh.dgid, 16),
+	RC_CHECK(rc,
+		 !(mask & IBV_QP_AV) || !memcmp(&a.ah_attr.grh.dgid, &want.ah_attr.grh.dgid, 16),
 		 "queried dgid differs from the one set");
 }
 
@@ -122,19 +131,19 @@ static int test(struct rc *rc)
 
 	rc->peer = rc->me; /* QP 0 points at QP 1 of this process */
 	want = (struct ibv_qp_attr){
-		.pkey_index = 0,
-		.port_num = 1,
-		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
-		.path_mtu = rc->o.path_mtu,
-		.dest_qp_num = rc->qp[1]->qp_num,
-		.rq_psn = 0x123456,
-		.max_dest_rd_atomic = rd,
-		.min_rnr_timer = 12,
-		.sq_psn = 0x654321,
-		.timeout = 17,
-		.retry_cnt = 6,
-		.rnr_retry = 5,
-		.max_rd_atomic = rd,
+	    .pkey_index = 0,
+	    .port_num = 1,
+	    .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+	    .path_mtu = rc->o.path_mtu,
+	    .dest_qp_num = rc->qp[1]->qp_num,
+	    .rq_psn = 0x123456,
+	    .max_dest_rd_atomic = rd,
+	    .min_rnr_timer = 12,
+	    .sq_psn = 0x654321,
+	    .timeout = 17,
+	    .retry_cnt = 6,
+	    .rnr_retry = 5,
+	    .max_rd_atomic = rd,
 	};
 	rc_fill_ah(rc, &want.ah_attr, &rc->me);
 

@@ -47,7 +47,8 @@ static int client(struct rc *rc)
 				uint64_t slot = (uint64_t)q * K + (uint64_t)posted[q];
 				struct rc_wr w;
 
-				rc_wr(rc, &w, IBV_WR_ATOMIC_FETCH_AND_ADD, slot, 64 + slot * 8, 8, AOFF);
+				rc_wr(rc, &w, IBV_WR_ATOMIC_FETCH_AND_ADD, slot, 64 + slot * 8, 8,
+				      AOFF);
 				w.wr.wr.atomic.compare_add = 1;
 				rc_post_send(rc, q, &w.wr);
 				posted[q]++;

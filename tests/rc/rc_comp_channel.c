@@ -110,7 +110,8 @@ static int server(struct rc *rc)
 	events++;
 	receive(rc, 3);
 
-	/* One batched ack for all of them; teardown's ibv_destroy_cq would hang on a missing one. */
+	/* One batched ack for all of them; teardown's ibv_destroy_cq would hang on a missing one.
+	 */
 	ibv_ack_cq_events(rc->rcq, (unsigned)events);
 	return RC_PASS;
 }

@@ -3,7 +3,6 @@
  * REMOTE_READ, FETCH_ADD and CMP_SWAP without REMOTE_ATOMIC. One fresh connection per case. */
 #include "rc_harness.h"
 
-#include <stdio.h>
 #include <string.h>
 
 #define AREA 4096
@@ -14,12 +13,12 @@ static const struct {
 	enum ibv_wr_opcode op;
 	int missing;
 } cases[] = {
-	{"WRITE to an MR without REMOTE_WRITE", IBV_WR_RDMA_WRITE, IBV_ACCESS_REMOTE_WRITE},
-	{"READ from an MR without REMOTE_READ", IBV_WR_RDMA_READ, IBV_ACCESS_REMOTE_READ},
-	{"FETCH_ADD on an MR without REMOTE_ATOMIC", IBV_WR_ATOMIC_FETCH_AND_ADD,
-	 IBV_ACCESS_REMOTE_ATOMIC},
-	{"CMP_SWAP on an MR without REMOTE_ATOMIC", IBV_WR_ATOMIC_CMP_AND_SWP,
-	 IBV_ACCESS_REMOTE_ATOMIC},
+    {"WRITE to an MR without REMOTE_WRITE", IBV_WR_RDMA_WRITE, IBV_ACCESS_REMOTE_WRITE},
+    {"READ from an MR without REMOTE_READ", IBV_WR_RDMA_READ, IBV_ACCESS_REMOTE_READ},
+    {"FETCH_ADD on an MR without REMOTE_ATOMIC", IBV_WR_ATOMIC_FETCH_AND_ADD,
+     IBV_ACCESS_REMOTE_ATOMIC},
+    {"CMP_SWAP on an MR without REMOTE_ATOMIC", IBV_WR_ATOMIC_CMP_AND_SWP,
+     IBV_ACCESS_REMOTE_ATOMIC},
 };
 static int c;
 
@@ -35,8 +34,8 @@ static int server(struct rc *rc)
 
 static int client(struct rc *rc)
 {
-	bool atomic = cases[c].op == IBV_WR_ATOMIC_FETCH_AND_ADD ||
-		      cases[c].op == IBV_WR_ATOMIC_CMP_AND_SWP;
+	bool atomic =
+	    cases[c].op == IBV_WR_ATOMIC_FETCH_AND_ADD || cases[c].op == IBV_WR_ATOMIC_CMP_AND_SWP;
 	size_t len = atomic ? 8 : rc->mtu + 1;
 	struct rc_wr w;
 	struct ibv_wc wc;
@@ -54,20 +53,17 @@ static int client(struct rc *rc)
 	return RC_PASS;
 }
 
+static void adjust(struct rc_opts *o, int i)
+{
+	o->mr_access = IBV_ACCESS_LOCAL_WRITE | (ALL_REMOTE & ~cases[i].missing);
+}
+
 int main(void)
 {
-	int code = RC_PASS;
+	struct rc_opts o = rc_defaults("rc_err_access");
 
-	for (c = 0; c < (int)(sizeof(cases) / sizeof(cases[0])); c++) {
-		struct rc_opts o = rc_defaults("rc_err_access");
-
-		o.buf_size = RC_MIB;
-		o.alarm_s = 30;
-		o.mr_access = IBV_ACCESS_LOCAL_WRITE | (ALL_REMOTE & ~cases[c].missing);
-		int r = rc_run(&o, server, client);
-		if (r != RC_PASS)
-			fprintf(stderr, "rc_err_access: case '%s' -> %d\n", cases[c].name, r);
-		code = rc_combine(code, r);
-	}
-	return code;
+	o.buf_size = RC_MIB;
+	o.alarm_s = 30;
+	return rc_run_cases(&o, (int)(sizeof(cases) / sizeof(cases[0])), &c, adjust, server,
+			    client);
 }

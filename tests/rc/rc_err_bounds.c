@@ -5,7 +5,6 @@
 #include "rc_harness.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <string.h>
 
 enum { WRITE_PAST_END, READ_PAST_END, WRITE_BEFORE_START, ATOMIC_UNALIGNED, NCASES };
@@ -62,7 +61,8 @@ static int client(struct rc *rc)
 		/* IBTA C9: VA/length outside the R_Key's region -> NAK Remote Access Error;
 		 * a misaligned atomic VA -> NAK Invalid Request (rxe: RESPST_ERR_MISALIGNED_ATOMIC,
 		 * class C). */
-		rc_expect(rc, &wc, 1, c == ATOMIC_UNALIGNED ? IBV_WC_REM_INV_REQ_ERR : IBV_WC_REM_ACCESS_ERR,
+		rc_expect(rc, &wc, 1,
+			  c == ATOMIC_UNALIGNED ? IBV_WC_REM_INV_REQ_ERR : IBV_WC_REM_ACCESS_ERR,
 			  -1);
 	}
 	if (c == READ_PAST_END)
@@ -73,17 +73,9 @@ static int client(struct rc *rc)
 
 int main(void)
 {
-	int code = RC_PASS;
+	struct rc_opts o = rc_defaults("rc_err_bounds");
 
-	for (c = 0; c < NCASES; c++) {
-		struct rc_opts o = rc_defaults("rc_err_bounds");
-
-		o.buf_size = RC_MIB;
-		o.alarm_s = 30;
-		int r = rc_run(&o, server, client);
-		if (r != RC_PASS)
-			fprintf(stderr, "rc_err_bounds: case '%s' -> %d\n", names[c], r);
-		code = rc_combine(code, r);
-	}
-	return code;
+	o.buf_size = RC_MIB;
+	o.alarm_s = 30;
+	return rc_run_cases(&o, NCASES, &c, NULL, server, client);
 }

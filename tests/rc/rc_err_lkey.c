@@ -3,17 +3,15 @@
  * destination), and a right lkey with the SGE running 8 bytes past the MR. */
 #include "rc_harness.h"
 
-#include <stdio.h>
-
 static const struct {
 	const char *name;
 	enum ibv_wr_opcode op;
 	bool past_end;
 } cases[] = {
-	{"SEND with a wrong lkey", IBV_WR_SEND, false},
-	{"WRITE with a wrong lkey", IBV_WR_RDMA_WRITE, false},
-	{"READ into a wrong lkey", IBV_WR_RDMA_READ, false},
-	{"SEND with an SGE 8 bytes past the MR", IBV_WR_SEND, true},
+    {"SEND with a wrong lkey", IBV_WR_SEND, false},
+    {"WRITE with a wrong lkey", IBV_WR_RDMA_WRITE, false},
+    {"READ into a wrong lkey", IBV_WR_RDMA_READ, false},
+    {"SEND with an SGE 8 bytes past the MR", IBV_WR_SEND, true},
 };
 static int c;
 
@@ -50,17 +48,9 @@ static int client(struct rc *rc)
 
 int main(void)
 {
-	int code = RC_PASS;
+	struct rc_opts o = rc_defaults("rc_err_lkey");
 
-	for (c = 0; c < (int)(sizeof(cases) / sizeof(cases[0])); c++) {
-		struct rc_opts o = rc_defaults("rc_err_lkey");
-
-		o.buf_size = RC_MIB;
-		o.alarm_s = 30;
-		int r = rc_run(&o, server, client);
-		if (r != RC_PASS)
-			fprintf(stderr, "rc_err_lkey: case '%s' -> %d\n", cases[c].name, r);
-		code = rc_combine(code, r);
-	}
-	return code;
+	o.buf_size = RC_MIB;
+	o.alarm_s = 30;
+	return rc_run_cases(&o, (int)(sizeof(cases) / sizeof(cases[0])), &c, NULL, server, client);
 }

@@ -3,8 +3,6 @@
  * responder; single- and multi-packet messages, and a receive with no SGE at all. */
 #include "rc_harness.h"
 
-#include <stdio.h>
-
 static int c;
 
 static void sizes(struct rc *rc, size_t *recv, size_t *send)
@@ -53,17 +51,9 @@ static int client(struct rc *rc)
 
 int main(void)
 {
-	int code = RC_PASS;
+	struct rc_opts o = rc_defaults("rc_err_recv_too_small");
 
-	for (c = 0; c < 3; c++) {
-		struct rc_opts o = rc_defaults("rc_err_recv_too_small");
-
-		o.buf_size = RC_MIB;
-		o.alarm_s = 30;
-		int r = rc_run(&o, server, client);
-		if (r != RC_PASS)
-			fprintf(stderr, "rc_err_recv_too_small: case %d -> %d\n", c, r);
-		code = rc_combine(code, r);
-	}
-	return code;
+	o.buf_size = RC_MIB;
+	o.alarm_s = 30;
+	return rc_run_cases(&o, 3, &c, NULL, server, client);
 }

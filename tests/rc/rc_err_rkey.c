@@ -29,7 +29,8 @@ static int client(struct rc *rc)
 
 	rc_step(rc, "bad-rkey WRITE with two WRs behind it");
 	rc_wr(rc, &w[0], IBV_WR_RDMA_WRITE, 1, 0, rc->mtu + 1, 0);
-	w[0].wr.wr.rdma.rkey = rc->peer.rkey ^ 0x5a; /* the server has one MR: any other key is bad */
+	w[0].wr.wr.rdma.rkey =
+	    rc->peer.rkey ^ 0x5a; /* the server has one MR: any other key is bad */
 	rc_wr(rc, &w[1], IBV_WR_RDMA_WRITE, 2, 0, rc->mtu + 1, 0);
 	rc_wr(rc, &w[2], IBV_WR_SEND, 3, 0, 16, 0);
 	w[0].wr.next = &w[1].wr;

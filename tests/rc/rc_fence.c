@@ -33,7 +33,8 @@ static int server(struct rc *rc)
 			rc_post_recv(rc, 0, 0x100, RECV_OFF, len);
 			rc_sync(rc);
 			rc_wait(rc, rc->rcq, 0x100, IBV_WC_RECV, &wc);
-			RC_CHECK(rc, wc.byte_len == len, "byte_len %u, expected %zu", wc.byte_len, len);
+			RC_CHECK(rc, wc.byte_len == len, "byte_len %u, expected %zu", wc.byte_len,
+				 len);
 			rc_check(rc, rc->buf + RECV_OFF, len, seed(s, it),
 				 "fenced SEND data (must be what the READ fetched)");
 			rc_sync(rc);

@@ -43,7 +43,8 @@ static int server(struct rc *rc)
 		rc_sync(rc);
 		rc_check_const(rc, rc->buf, ROFF, RC_CANARY, "bytes before the WRITE");
 		rc_check(rc, rc->buf + ROFF, len, 6000 + (uint32_t)i, "inline WRITE data");
-		rc_check_const(rc, rc->buf + ROFF + len, RC_GUARD, RC_CANARY, "bytes past the WRITE");
+		rc_check_const(rc, rc->buf + ROFF + len, RC_GUARD, RC_CANARY,
+			       "bytes past the WRITE");
 	}
 	return RC_PASS;
 }
@@ -52,7 +53,10 @@ static void post_inline(struct rc *rc, uint8_t *src, size_t len, enum ibv_wr_opc
 			uint64_t wr_id, uint32_t seed)
 {
 	struct ibv_sge sge = {.addr = (uintptr_t)src, .length = (uint32_t)len, .lkey = 0xbadc0de};
-	struct ibv_send_wr wr = {.wr_id = wr_id, .sg_list = &sge, .num_sge = 1, .opcode = op,
+	struct ibv_send_wr wr = {.wr_id = wr_id,
+				 .sg_list = &sge,
+				 .num_sge = 1,
+				 .opcode = op,
 				 .send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE};
 
 	wr.wr.rdma.remote_addr = rc->peer.addr + ROFF;

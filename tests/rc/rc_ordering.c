@@ -118,8 +118,8 @@ static int client(struct rc *rc)
 	for (int i = 0; i < NOPS; i++) {
 		uint8_t *p = rc->buf + i * STRIDE;
 
-		rc_step(rc, "completion #%d (%s, %zu bytes)", i, rc_wc_opcode_str(wc_op[plan[i].op]),
-			plan[i].len);
+		rc_step(rc, "completion #%d (%s, %zu bytes)", i,
+			rc_wc_opcode_str(wc_op[plan[i].op]), plan[i].len);
 		rc_expect(rc, &wcs[i], (uint64_t)i, IBV_WC_SUCCESS, wc_op[plan[i].op]);
 		if (plan[i].op == OP_READ) {
 			rc_check(rc, p, plan[i].len, seed(i), "read data");
@@ -128,7 +128,8 @@ static int client(struct rc *rc)
 			uint64_t orig;
 
 			memcpy(&orig, p, 8);
-			RC_CHECK(rc, orig == next_orig, "fetch-and-add returned %#llx, expected %#llx",
+			RC_CHECK(rc, orig == next_orig,
+				 "fetch-and-add returned %#llx, expected %#llx",
 				 (unsigned long long)orig, (unsigned long long)next_orig);
 			next_orig += ADD;
 		}

@@ -3,11 +3,11 @@
  * and retry_cnt give, and every WR behind it flushes; completions stay in post order. */
 #include "rc_harness.h"
 
-#define TIMEOUT 10  /* 4.096 us * 2^10 = 4.2 ms per try */
-#define RETRY_CNT 3 /* 1 + 3 tries: 16.8 ms; 67 ms even if each timer runs 4x long */
+#define TIMEOUT 10    /* 4.096 us * 2^10 = 4.2 ms per try */
+#define RETRY_CNT 3   /* 1 + 3 tries: 16.8 ms; 67 ms even if each timer runs 4x long */
 #define BOUND_MS 2000 /* the bound, with room for scheduling */
-#define NBEFORE 16  /* 1 MiB WRITEs posted before the kill */
-#define NAFTER 4    /* and after it: these cannot succeed */
+#define NBEFORE 16    /* 1 MiB WRITEs posted before the kill */
+#define NAFTER 4      /* and after it: these cannot succeed */
 
 static int server(struct rc *rc)
 {
@@ -64,9 +64,10 @@ static int client(struct rc *rc)
 		}
 	}
 	RC_CHECK(rc, retry_exc == 1 && ok <= NBEFORE, "%d ok, %d retry-exceeded", ok, retry_exc);
-	RC_CHECK(rc, t_err - t_kill < BOUND_MS,
-		 "IBV_WC_RETRY_EXC_ERR %.0f ms after the kill; timeout %d, retry_cnt %d allow %d ms",
-		 t_err - t_kill, TIMEOUT, RETRY_CNT, BOUND_MS);
+	RC_CHECK(
+	    rc, t_err - t_kill < BOUND_MS,
+	    "IBV_WC_RETRY_EXC_ERR %.0f ms after the kill; timeout %d, retry_cnt %d allow %d ms",
+	    t_err - t_kill, TIMEOUT, RETRY_CNT, BOUND_MS);
 	rc_expect_empty(rc, rc->scq, 20);
 	return RC_PASS;
 }

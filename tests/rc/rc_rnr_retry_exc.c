@@ -3,8 +3,6 @@
  * lands once the receiver posts a receive 200 ms later, and only then completes. */
 #include "rc_harness.h"
 
-#include <stdio.h>
-
 #define LATE_MS 200
 
 static int c; /* 0: rnr_retry 1, 1: rnr_retry 7 */
@@ -45,7 +43,8 @@ static int client(struct rc *rc)
 	if (c == 0) {
 		rc_step(rc, "rnr_retry 1: retries exhausted");
 		rc_poll(rc, rc->scq, &wc, 1, RC_WAIT_MS);
-		rc_expect(rc, &wc, 0x20, IBV_WC_RNR_RETRY_EXC_ERR, -1); /* IBTA: RNR retry count exceeded */
+		rc_expect(rc, &wc, 0x20, IBV_WC_RNR_RETRY_EXC_ERR,
+			  -1); /* IBTA: RNR retry count exceeded */
 	} else {
 		rc_step(rc, "rnr_retry 7: waits for the late receive");
 		rc_wait(rc, rc->scq, 0x20, IBV_WC_SEND, NULL);
@@ -59,21 +58,17 @@ static int client(struct rc *rc)
 	return RC_PASS;
 }
 
+static void adjust(struct rc_opts *o, int i)
+{
+	o->rnr_retry = i == 0 ? 1 : 7;
+	o->min_rnr_timer = i == 0 ? 1 : 14; /* 0.01 ms; 1.28 ms (IBTA RNR timer table) */
+}
+
 int main(void)
 {
-	int code = RC_PASS;
+	struct rc_opts o = rc_defaults("rc_rnr_retry_exc");
 
-	for (c = 0; c < 2; c++) {
-		struct rc_opts o = rc_defaults("rc_rnr_retry_exc");
-
-		o.buf_size = RC_MIB;
-		o.alarm_s = 30;
-		o.rnr_retry = c == 0 ? 1 : 7;
-		o.min_rnr_timer = c == 0 ? 1 : 14; /* 0.01 ms; 1.28 ms (IBTA RNR timer table) */
-		int r = rc_run(&o, server, client);
-		if (r != RC_PASS)
-			fprintf(stderr, "rc_rnr_retry_exc: rnr_retry %d -> %d\n", o.rnr_retry, r);
-		code = rc_combine(code, r);
-	}
-	return code;
+	o.buf_size = RC_MIB;
+	o.alarm_s = 30;
+	return rc_run_cases(&o, 2, &c, adjust, server, client);
 }

@@ -30,13 +30,15 @@ static int server(struct rc *rc)
 		RC_CHECK(rc, wc.byte_len == len, "byte_len %u, expected %zu", wc.byte_len, len);
 		RC_CHECK(rc, wc.qp_num == rc->qp[0]->qp_num, "qp_num %#x, expected %#x", wc.qp_num,
 			 rc->qp[0]->qp_num);
-		/* ibv_poll_cq(3) documents src_qp for UD; urnic promises the peer's QPN for RC too. */
-		RC_CHECK(rc, wc.src_qp == rc->peer.qpn[0], "src_qp %#x, expected the peer's QPN %#x",
-			 wc.src_qp, rc->peer.qpn[0]);
+		/* ibv_poll_cq(3) documents src_qp for UD; urnic promises the peer's QPN for RC too.
+		 */
+		RC_CHECK(rc, wc.src_qp == rc->peer.qpn[0],
+			 "src_qp %#x, expected the peer's QPN %#x", wc.src_qp, rc->peer.qpn[0]);
 		if (with_imm) {
-			RC_CHECK(rc, wc.wc_flags & IBV_WC_WITH_IMM, "IBV_WC_WITH_IMM not set (flags %#x)",
-				 wc.wc_flags);
-			/* imm_data is passed through in network order, untouched (ibv_poll_cq(3)). */
+			RC_CHECK(rc, wc.wc_flags & IBV_WC_WITH_IMM,
+				 "IBV_WC_WITH_IMM not set (flags %#x)", wc.wc_flags);
+			/* imm_data is passed through in network order, untouched (ibv_poll_cq(3)).
+			 */
 			RC_CHECK(rc, wc.imm_data == imm_of(i), "imm_data %#x, expected %#x",
 				 wc.imm_data, imm_of(i));
 		} else {

@@ -11,8 +11,10 @@ enum { SMALL, STRADDLE, LARGE, NROUNDS };
 static uint32_t piece_len(struct rc *rc, int round, int k)
 {
 	switch (round) {
-	case SMALL: return 2u * (uint32_t)k + 1;
-	case STRADDLE: return k % 2 ? rc->mtu + 1 : rc->mtu - 1;
+	case SMALL:
+		return 2u * (uint32_t)k + 1;
+	case STRADDLE:
+		return k % 2 ? rc->mtu + 1 : rc->mtu - 1;
 	default: {
 		/* Large pieces, kept within 16 MiB in all whatever the SGE count. */
 		uint32_t big = (uint32_t)(16 * RC_MIB / (size_t)rc->cap.max_send_sge);
@@ -36,11 +38,13 @@ static int client(struct rc *rc)
 			uint32_t len = piece_len(rc, round, k);
 
 			RC_CHECK(rc, off + len < rc->o.buf_size, "round %d does not fit", round);
-			sge[k] = (struct ibv_sge){
-				.addr = (uintptr_t)(rc->buf + off), .length = len, .lkey = rc->mr->lkey};
+			sge[k] = (struct ibv_sge){.addr = (uintptr_t)(rc->buf + off),
+						  .length = len,
+						  .lkey = rc->mr->lkey};
 			rc_fill_from(rc->buf + off, len, 4000 + (uint32_t)round, total);
 			total += len;
-			off += len + 3 + (size_t)(k % 5) * 2; /* odd gaps keep every piece unaligned */
+			off +=
+			    len + 3 + (size_t)(k % 5) * 2; /* odd gaps keep every piece unaligned */
 		}
 		struct ibv_send_wr wr = {.wr_id = 0x100 + (uint64_t)round,
 					 .sg_list = sge,
@@ -65,8 +69,8 @@ static int server(struct rc *rc)
 	RC_CHECK(rc, sge, "calloc");
 	for (int round = 0; round < NROUNDS; round++) {
 		size_t total = rc_get(rc), base = total / (size_t)n | 1, off = 2;
-		struct ibv_recv_wr *bad, wr = {.wr_id = 0x200 + (uint64_t)round, .sg_list = sge,
-					       .num_sge = n};
+		struct ibv_recv_wr *bad,
+		    wr = {.wr_id = 0x200 + (uint64_t)round, .sg_list = sge, .num_sge = n};
 		struct ibv_wc wc;
 
 		rc_step(rc, "round %d: scatter %zu bytes over %d SGEs", round, total, n);
@@ -102,9 +106,11 @@ static int server(struct rc *rc)
 
 			if (data > len)
 				data = len;
-			rc_check_const(rc, prev_end, (size_t)(p - prev_end), RC_CANARY, "gap between SGEs");
+			rc_check_const(rc, prev_end, (size_t)(p - prev_end), RC_CANARY,
+				       "gap between SGEs");
 			rc_check_from(rc, p, data, 4000 + (uint32_t)round, at, "scattered data");
-			rc_check_const(rc, p + data, len - data, RC_CANARY, "SGE bytes past the message");
+			rc_check_const(rc, p + data, len - data, RC_CANARY,
+				       "SGE bytes past the message");
 			at += data;
 			prev_end = p + len;
 		}

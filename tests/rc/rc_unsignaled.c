@@ -50,7 +50,8 @@ static int client(struct rc *rc)
 		for (int k = 0; k < per_round - 1; k++) {
 			struct rc_wr w;
 
-			rc_fill(rc->buf + region(rc, k), rc->mtu + 1, (uint32_t)(7000 + r * 100 + k));
+			rc_fill(rc->buf + region(rc, k), rc->mtu + 1,
+				(uint32_t)(7000 + r * 100 + k));
 			rc_wr(rc, &w, IBV_WR_RDMA_WRITE, (uint64_t)(r * 1000 + k), region(rc, k),
 			      rc->mtu + 1, region(rc, k));
 			w.wr.send_flags = mid && k == mid_k ? IBV_SEND_SIGNALED : 0;

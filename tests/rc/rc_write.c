@@ -35,8 +35,8 @@ static int server(struct rc *rc)
 		rc_sync(rc);
 		if (with_imm) {
 			rc_wait(rc, rc->rcq, 0x100 + i, IBV_WC_RECV_RDMA_WITH_IMM, &wc);
-			RC_CHECK(rc, wc.byte_len == len, "byte_len %u, expected the write length %zu",
-				 wc.byte_len, len);
+			RC_CHECK(rc, wc.byte_len == len,
+				 "byte_len %u, expected the write length %zu", wc.byte_len, len);
 			RC_CHECK(rc, wc.wc_flags & IBV_WC_WITH_IMM, "IBV_WC_WITH_IMM not set");
 			RC_CHECK(rc, wc.imm_data == imm_of(i), "imm_data %#x, expected %#x",
 				 wc.imm_data, imm_of(i));
@@ -47,7 +47,8 @@ static int server(struct rc *rc)
 			rc_expect_empty(rc, rc->rcq, 0);
 		rc_check_const(rc, rc->buf, ROFF, RC_CANARY, "bytes before the target");
 		rc_check(rc, rc->buf + ROFF, len, 2000 + (uint32_t)i, "written data");
-		rc_check_const(rc, rc->buf + ROFF + len, RC_GUARD, RC_CANARY, "bytes past the target");
+		rc_check_const(rc, rc->buf + ROFF + len, RC_GUARD, RC_CANARY,
+			       "bytes past the target");
 	}
 	if (!with_imm) {
 		rc_step(rc, "the receive posted first is still there");
@@ -69,8 +70,8 @@ static int client(struct rc *rc)
 
 		rc_step(rc, "write %zu bytes", len);
 		rc_fill(rc->buf, len, 2000 + (uint32_t)i);
-		rc_wr(rc, &w, with_imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE, 0x200 + i, 0,
-		      len, ROFF);
+		rc_wr(rc, &w, with_imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE, 0x200 + i,
+		      0, len, ROFF);
 		w.wr.imm_data = imm_of(i);
 		rc_sync(rc);
 		rc_post_send(rc, 0, &w.wr);

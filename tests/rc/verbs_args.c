@@ -24,7 +24,8 @@ static void reg_mr_access(struct rc *rc)
 		int e = ptr_errno(mr);
 		if (mr)
 			ibv_dereg_mr(mr);
-		rc_expect_errno(rc, e, EINVAL, "ibv_reg_mr: remote write/atomic without local write");
+		rc_expect_errno(rc, e, EINVAL,
+				"ibv_reg_mr: remote write/atomic without local write");
 	}
 }
 
@@ -45,7 +46,7 @@ static void create_cq_too_big(struct rc *rc)
 static void create_qp_over(struct rc *rc, const char *what, struct ibv_qp_cap cap)
 {
 	struct ibv_qp_init_attr a = {
-		.send_cq = rc->scq, .recv_cq = rc->rcq, .cap = cap, .qp_type = IBV_QPT_RC};
+	    .send_cq = rc->scq, .recv_cq = rc->rcq, .cap = cap, .qp_type = IBV_QPT_RC};
 
 	rc_step(rc, "ibv_create_qp with %s", what);
 	errno = 0;
@@ -59,8 +60,8 @@ static void create_qp_over(struct rc *rc, const char *what, struct ibv_qp_cap ca
 
 static void create_qp_caps(struct rc *rc)
 {
-	const struct ibv_qp_cap ok = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1,
-				      .max_recv_sge = 1};
+	const struct ibv_qp_cap ok = {
+	    .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1};
 	struct ibv_qp_cap c[4] = {ok, ok, ok, ok};
 
 	c[0].max_send_wr = (uint32_t)rc->dev.max_qp_wr + 1;
@@ -95,9 +96,12 @@ static void post_too_many_sge(struct rc *rc)
 	RC_CHECK(rc, sge, "calloc");
 	for (int i = 0; i < n; i++)
 		sge[i] = (struct ibv_sge){
-			.addr = (uintptr_t)(rc->buf + 64 * i), .length = 8, .lkey = rc->mr->lkey};
-	struct ibv_send_wr bad_wr = {.wr_id = 2, .sg_list = sge, .num_sge = n,
-				     .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED};
+		    .addr = (uintptr_t)(rc->buf + 64 * i), .length = 8, .lkey = rc->mr->lkey};
+	struct ibv_send_wr bad_wr = {.wr_id = 2,
+				     .sg_list = sge,
+				     .num_sge = n,
+				     .opcode = IBV_WR_SEND,
+				     .send_flags = IBV_SEND_SIGNALED};
 	rc_wr(rc, &good, IBV_WR_SEND, 1, 0, 8, 0);
 	good.wr.next = &bad_wr;
 	rc_post_recv(rc, 1, 3, 4096, 64);
@@ -150,10 +154,10 @@ static void busy_objects(struct rc *rc)
 	struct ibv_cq *cq = ibv_create_cq(rc->ctx, 8, NULL, NULL, 0);
 	RC_CHECK(rc, cq, "ibv_create_cq: %s", strerror(errno));
 	struct ibv_qp_init_attr a = {
-		.send_cq = cq,
-		.recv_cq = cq,
-		.cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1},
-		.qp_type = IBV_QPT_RC};
+	    .send_cq = cq,
+	    .recv_cq = cq,
+	    .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1},
+	    .qp_type = IBV_QPT_RC};
 	struct ibv_qp *qp = ibv_create_qp(pd, &a);
 	RC_CHECK(rc, qp, "ibv_create_qp: %s", strerror(errno));
 	/* Kernel uverbs: ib_destroy_usecnt() on a CQ still in use -> EBUSY. */
