@@ -17,11 +17,11 @@ static int server(struct rc *rc)
 	rc_fail(rc, "still alive");
 }
 
-static void post_write(struct rc *rc, uint64_t wr_id)
+static void post_write(struct rc *rc, uint64_t wr_id, size_t len)
 {
 	struct rc_wr w;
 
-	rc_wr(rc, &w, IBV_WR_RDMA_WRITE, wr_id, 0, RC_MIB, (wr_id % 8) * RC_MIB);
+	rc_wr(rc, &w, IBV_WR_RDMA_WRITE, wr_id, 0, len, (wr_id % 8) * RC_MIB);
 	rc_post_send(rc, 0, &w.wr);
 }
 
@@ -29,20 +29,22 @@ static int client(struct rc *rc)
 {
 	struct ibv_wc wc;
 
+	/* Single-packet WRITEs: with a 4 ms ACK timeout a live but descheduled peer on a loaded
+	 * machine must not be mistaken for a dead one before the kill. */
 	rc_step(rc, "traffic flows");
 	for (uint64_t i = 0; i < 4; i++) {
-		post_write(rc, i);
+		post_write(rc, i, 64);
 		rc_wait(rc, rc->scq, i, IBV_WC_RDMA_WRITE, NULL);
 	}
 	rc_sync(rc);
 
 	rc_step(rc, "kill the responder mid-stream");
 	for (uint64_t i = 0; i < NBEFORE; i++)
-		post_write(rc, 100 + i);
+		post_write(rc, 100 + i, RC_MIB);
 	double t_kill = rc_now_ms();
 	rc_kill_peer(rc);
 	for (uint64_t i = NBEFORE; i < NBEFORE + NAFTER; i++)
-		post_write(rc, 100 + i);
+		post_write(rc, 100 + i, RC_MIB);
 
 	int ok = 0, retry_exc = 0, flushed = 0;
 	double t_err = 0;
