@@ -252,6 +252,17 @@ static uint32_t clamp32(uint32_t want, int max)
 	return max > 0 && want > (uint32_t)max ? (uint32_t)max : want;
 }
 
+/* URNIC_TEST_MTU=256..4096 runs a test at that path MTU (ctest registers variants). */
+static enum ibv_mtu env_mtu(enum ibv_mtu active)
+{
+	const char *v = getenv("URNIC_TEST_MTU");
+
+	for (enum ibv_mtu m = IBV_MTU_256; v && m <= IBV_MTU_4096; m++)
+		if ((unsigned)atoi(v) == 128u << m)
+			return m <= active ? m : active;
+	return active;
+}
+
 static void open_device(struct rc *rc)
 {
 	struct ibv_device **list;
@@ -276,7 +287,7 @@ static void open_device(struct rc *rc)
 		rc_fail(rc, "ibv_query_gid(port 1, index 0): %s", strerror(errno));
 	rc->me.lid = rc->port.lid;
 
-	enum ibv_mtu mtu = rc->o.path_mtu ? rc->o.path_mtu : rc->port.active_mtu;
+	enum ibv_mtu mtu = rc->o.path_mtu ? rc->o.path_mtu : env_mtu(rc->port.active_mtu);
 	rc->o.path_mtu = mtu;
 	rc->mtu = 128u << mtu; /* IBV_MTU_256 is 1 */
 	rc->rd_atomic = (uint8_t)clamp32(rc->o.max_rd_atomic, rc->dev.max_qp_rd_atom);
