@@ -3,6 +3,12 @@
 
 #include "engine/engine.h"
 
+void urnic_async_event(struct ibv_context *ctx, const struct ibv_async_event *ev)
+{
+	if (write(to_uctx(ctx)->async_wfd, ev, sizeof(*ev)) != sizeof(*ev))
+		urnic_count(ctx_dev(ctx), URNIC_C_cq_overflow, 1);
+}
+
 void urnic_cq_push(struct urnic_cq *cq, const struct ibv_wc *wc, bool solicited)
 {
 	bool notify = false;
@@ -10,9 +16,17 @@ void urnic_cq_push(struct urnic_cq *cq, const struct ibv_wc *wc, bool solicited)
 	pthread_mutex_lock(&cq->lock);
 	if (cq->tail - cq->head >= cq->size) {
 		/* overrun: the CQE is lost and the CQ is in error, as on hardware */
+		bool first = !cq->overflowed;
+
 		cq->overflowed = true;
 		pthread_mutex_unlock(&cq->lock);
 		urnic_count(ctx_dev(cq->ibv.context), URNIC_C_cq_overflow, 1);
+		if (first) {
+			struct ibv_async_event ev = {.element.cq = &cq->ibv,
+						     .event_type = IBV_EVENT_CQ_ERR};
+
+			urnic_async_event(cq->ibv.context, &ev);
+		}
 		return;
 	}
 	cq->ring[cq->tail & (cq->size - 1)] = *wc;

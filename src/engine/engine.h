@@ -52,6 +52,8 @@ void urnic_recv_packet(struct urnic_dev *dev, const struct urnic_rxpkt *pkt,
 
 /* cq.c (engine side) and qp error handling */
 void urnic_cq_push(struct urnic_cq *cq, const struct ibv_wc *wc, bool solicited);
+/* Queues an asynchronous event for ibv_get_async_event (never blocks). */
+void urnic_async_event(struct ibv_context *ctx, const struct ibv_async_event *ev);
 void urnic_complete_send(struct urnic_qp *qp, struct urnic_swqe *w, enum ibv_wc_status st);
 /* Moves the QP to ERR and flushes both queues. QP lock held. */
 void urnic_qp_error(struct urnic_qp *qp);

@@ -97,52 +97,70 @@ static int sge_seek(const struct ibv_sge *sge, int nsge, uint64_t *off)
 	return i;
 }
 
-int urnic_sge_to_iov(struct urnic_dev *dev, struct urnic_pd *pd, const struct ibv_sge *sge,
-		     int nsge, uint64_t off, uint32_t len, struct iovec *iov, int max_iov)
-{
-	int n = 0;
+/* Visits bytes [off, off+len) of an SGE list one registered piece at a time, each checked for
+ * key, PD, bounds and access. A list that ends early yields short_err. */
+typedef int (*sge_visit)(uint8_t *p, uint32_t len, void *arg);
 
+static int sge_walk(struct urnic_dev *dev, struct urnic_pd *pd, const struct ibv_sge *sge,
+		    int nsge, uint64_t off, uint32_t len, unsigned access, int short_err,
+		    sge_visit visit, void *arg)
+{
 	for (int i = sge_seek(sge, nsge, &off); len > 0; i++, off = 0) {
-		if (i >= nsge || n >= max_iov)
-			return -EACCES;
+		if (i >= nsge)
+			return short_err;
 		uint32_t chunk = sge[i].length - (uint32_t)off;
 
 		if (chunk > len)
 			chunk = len;
 		if (chunk == 0)
 			continue;
-		struct urnic_mr *mr = urnic_mr_find(dev, pd, sge[i].lkey, sge[i].addr + off, chunk, 0);
+		struct urnic_mr *mr =
+			urnic_mr_find(dev, pd, sge[i].lkey, sge[i].addr + off, chunk, access);
+		int err = mr ? visit(urnic_mr_ptr(mr, sge[i].addr + off), chunk, arg) : -EACCES;
 
-		if (!mr)
-			return -EACCES;
-		iov[n].iov_base = urnic_mr_ptr(mr, sge[i].addr + off);
-		iov[n].iov_len = chunk;
-		n++;
+		if (err)
+			return err;
 		len -= chunk;
 	}
-	return n;
+	return 0;
+}
+
+struct iov_out {
+	struct iovec *iov;
+	int n, max;
+};
+
+static int add_iov(uint8_t *p, uint32_t len, void *arg)
+{
+	struct iov_out *o = arg;
+
+	if (o->n == o->max)
+		return -EACCES; /* more pieces than a packet can carry */
+	o->iov[o->n++] = (struct iovec){.iov_base = p, .iov_len = len};
+	return 0;
+}
+
+int urnic_sge_to_iov(struct urnic_dev *dev, struct urnic_pd *pd, const struct ibv_sge *sge,
+		     int nsge, uint64_t off, uint32_t len, struct iovec *iov, int max_iov)
+{
+	struct iov_out o = {.iov = iov, .max = max_iov};
+	int err = sge_walk(dev, pd, sge, nsge, off, len, 0, -EACCES, add_iov, &o);
+
+	return err ? err : o.n;
+}
+
+static int copy_in(uint8_t *p, uint32_t len, void *arg)
+{
+	const uint8_t **data = arg;
+
+	memcpy(p, *data, len);
+	*data += len;
+	return 0;
 }
 
 int urnic_sge_scatter(struct urnic_dev *dev, struct urnic_pd *pd, const struct ibv_sge *sge,
 		      int nsge, uint64_t off, const uint8_t *data, uint32_t len)
 {
-	for (int i = sge_seek(sge, nsge, &off); len > 0; i++, off = 0) {
-		if (i >= nsge)
-			return -EMSGSIZE;
-		uint32_t chunk = sge[i].length - (uint32_t)off;
-
-		if (chunk > len)
-			chunk = len;
-		if (chunk == 0)
-			continue;
-		struct urnic_mr *mr = urnic_mr_find(dev, pd, sge[i].lkey, sge[i].addr + off, chunk,
-						    IBV_ACCESS_LOCAL_WRITE);
-
-		if (!mr)
-			return -EACCES;
-		memcpy(urnic_mr_ptr(mr, sge[i].addr + off), data, chunk);
-		data += chunk;
-		len -= chunk;
-	}
-	return 0;
+	return sge_walk(dev, pd, sge, nsge, off, len, IBV_ACCESS_LOCAL_WRITE, -EMSGSIZE, copy_in,
+			&data);
 }

@@ -322,6 +322,7 @@ URNIC_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ctx->cmd_fd = -1;
 	ctx->async_fd = fds[0];
 	uctx->async_wfd = fds[1];
+	fcntl(uctx->async_wfd, F_SETFL, O_NONBLOCK); /* the engine must never block on it */
 	ctx->num_comp_vectors = URNIC_NUM_COMP_VECTORS;
 	pthread_mutex_init(&ctx->mutex, NULL);
 	ctx->abi_compat = __VERBS_ABI_IS_EXTENDED;
