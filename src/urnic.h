@@ -222,7 +222,7 @@ struct urnic_qp {
 	uint32_t write_len;
 	struct urnic_rd_res *rd; /* max_dest_rd_atomic entries, used as a ring */
 	int rd_size, rd_head, rd_count;
-	bool resp_error;     /* a class C error: QP goes to ERR once the NAK is out */
+	bool uc_dropping;    /* UC: a packet of this message was lost; skip to the next */
 
 	struct urnic_qp *ack_next; /* engine's list of QPs with an ACK to send this turn */
 	bool on_ack_list;

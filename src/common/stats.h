@@ -28,6 +28,7 @@
 	X(rnr_nak_sent, "rnr_nak_sent")                                                            \
 	X(rnr_nak_rcvd, "rnr_nak_received")                                                        \
 	X(dup_requests, "duplicate_requests")                                                      \
+	X(uc_dropped_msgs, "uc_messages_dropped")                                                  \
 	X(drop_short, "drop_truncated")                                                            \
 	X(drop_icrc, "drop_bad_icrc")                                                              \
 	X(drop_bad_header, "drop_bad_header")                                                      \

@@ -13,7 +13,7 @@ enum req_step {
 };
 
 /* Opcode of packet i of n for a SEND or WRITE, from the FIRST/MIDDLE/LAST/ONLY family. */
-static uint8_t data_opcode(const struct urnic_swqe *w, uint32_t i, uint32_t n)
+static uint8_t rc_data_opcode(const struct urnic_swqe *w, uint32_t i, uint32_t n)
 {
 	bool write = w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
 	bool imm = w->opcode == IBV_WR_SEND_WITH_IMM || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
@@ -29,6 +29,15 @@ static uint8_t data_opcode(const struct urnic_swqe *w, uint32_t i, uint32_t n)
 		     : (imm ? URNIC_OP_SEND_LAST_IMM : URNIC_OP_SEND_LAST);
 }
 
+/* UC uses RC's SEND and WRITE opcodes with the transport bits of UC. */
+static uint8_t data_opcode(const struct urnic_qp *qp, const struct urnic_swqe *w, uint32_t i,
+			   uint32_t n)
+{
+	uint8_t transport = qp->ibv.qp_type == IBV_QPT_UC ? URNIC_OP_UC : URNIC_OP_RC;
+
+	return (uint8_t)(transport | rc_data_opcode(w, i, n));
+}
+
 static uint32_t inflight(const struct urnic_qp *qp)
 {
 	return (uint32_t)psn_diff(qp->snd_nxt, qp->snd_una);
@@ -40,6 +49,8 @@ static void note_psns(struct urnic_qp *qp, uint32_t psn, uint32_t n)
 
 	if (psn_diff(end, qp->snd_nxt) > 0)
 		qp->snd_nxt = end;
+	if (qp->ibv.qp_type == IBV_QPT_UC) /* nothing is ever outstanding */
+		qp->snd_una = qp->snd_nxt;
 }
 
 /* Payload of a packet: straight from the MR (or the WQE's inline copy), no staging copy. */
@@ -69,10 +80,11 @@ static enum req_step send_data_packet(struct urnic_qp *qp, struct urnic_swqe *w,
 	uint32_t i = w->sent, psn = psn_add(w->first_psn, i);
 	uint64_t off = (uint64_t)i * qp->mtu;
 	uint32_t len = w->length - off < qp->mtu ? (uint32_t)(w->length - off) : qp->mtu;
-	uint8_t opcode = data_opcode(w, i, w->npkts);
+	uint8_t opcode = data_opcode(qp, w, i, w->npkts);
 	const struct urnic_opcode_info *op = urnic_op(opcode);
 	bool last = op->mask & URNIC_M_LAST;
-	bool ackreq = last || psn_diff(psn, qp->last_ackreq) >= URNIC_ACKREQ_EVERY;
+	bool uc = qp->ibv.qp_type == IBV_QPT_UC;
+	bool ackreq = !uc && (last || psn_diff(psn, qp->last_ackreq) >= URNIC_ACKREQ_EVERY);
 	struct urnic_txpkt *p = urnic_tx_begin(b, qp, opcode, psn, ackreq,
 					       last && (w->send_flags & IBV_SEND_SOLICITED));
 
@@ -162,6 +174,14 @@ static enum req_step step(struct urnic_qp *qp, struct urnic_swqe *w, struct urni
 	return send_data_packet(qp, w, b);
 }
 
+/* UC: no ACKs. A WQE is complete once its last packet has left. */
+static void complete_unacknowledged(struct urnic_qp *qp)
+{
+	while (qp->sq_cons != qp->sq_next)
+		urnic_complete_send(qp, sq_at(qp, qp->sq_cons++), IBV_WC_SUCCESS);
+	qp->snd_una = qp->snd_nxt;
+}
+
 void urnic_req_run(struct urnic_qp *qp, struct urnic_txbatch *b)
 {
 	bool sent_any = false;
@@ -184,7 +204,9 @@ void urnic_req_run(struct urnic_qp *qp, struct urnic_txbatch *b)
 	/* the payload iovecs point into MRs: send before dereg may run */
 	urnic_tx_flush(b);
 	pthread_rwlock_unlock(&qp->dev->mr_lock);
-	if (sent_any && !qp->ack_deadline)
+	if (qp->ibv.qp_type == IBV_QPT_UC)
+		complete_unacknowledged(qp);
+	else if (sent_any && !qp->ack_deadline)
 		urnic_comp_arm_timer(qp);
 }
 

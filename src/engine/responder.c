@@ -405,6 +405,49 @@ static void duplicate(struct urnic_qp *qp, const struct resp_pkt *rp, struct urn
 	queue_ack(qp, rp->psn);
 }
 
+/* ---- UC: no ACK, no NAK, no retransmission; a lost packet loses its message ---- */
+
+static void uc_abandon_message(struct urnic_qp *qp, uint32_t mask)
+{
+	qp->in_send = qp->in_write = false;
+	qp->recv_taken = false; /* the receive WQE, if any, serves the next message */
+	qp->uc_dropping = !(mask & URNIC_M_LAST);
+	urnic_qp_count(qp, URNIC_C_uc_dropped_msgs, 1);
+}
+
+static void uc_rx(struct urnic_qp *qp, const struct resp_pkt *rp)
+{
+	uint32_t mask = rp->op->mask;
+
+	if (rp->psn != qp->epsn && (qp->in_send || qp->in_write))
+		uc_abandon_message(qp, URNIC_M_FIRST); /* drop until the next FIRST/ONLY */
+	qp->epsn = psn_add(rp->psn, 1); /* UC resynchronises on whatever arrives */
+	if (qp->uc_dropping) {
+		if (!(mask & URNIC_M_FIRST))
+			return;
+		qp->uc_dropping = false;
+	}
+	if (!opcode_in_sequence(qp, mask) || !payload_fits_mtu(qp, rp)) {
+		uc_abandon_message(qp, mask);
+		return;
+	}
+	enum resp_outcome out = (mask & URNIC_M_SEND) ? exec_send(qp, rp) : exec_write(qp, rp);
+
+	switch (out) {
+	case RESP_DONE:
+		if (mask & URNIC_M_LAST)
+			qp->msn = psn_add(qp->msn, 1);
+		break;
+	case RESP_NAK_INV: /* the receive WQE completed in error: a local error, QP to ERR */
+	case RESP_NAK_OP:
+		urnic_qp_error(qp);
+		break;
+	default: /* no receive WQE, or an R_Key violation: silently dropped on UC */
+		uc_abandon_message(qp, mask);
+		break;
+	}
+}
+
 void urnic_resp_rx(struct urnic_qp *qp, const struct urnic_rxpkt *pkt, struct urnic_txbatch *b)
 {
 	const uint8_t *bth = pkt->data;
@@ -416,6 +459,10 @@ void urnic_resp_rx(struct urnic_qp *qp, const struct urnic_rxpkt *pkt, struct ur
 		.payload = bth + op->hdr_len,
 		.payload_len = pkt->len - op->hdr_len - URNIC_ICRC_LEN - bth_padcnt(bth),
 	};
+	if (qp->ibv.qp_type == IBV_QPT_UC) {
+		uc_rx(qp, &rp);
+		return;
+	}
 	int32_t d = psn_diff(rp.psn, qp->epsn);
 
 	if (d < 0) {

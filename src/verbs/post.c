@@ -12,16 +12,17 @@ static uint64_t urnic_sge_total_wr(const struct ibv_send_wr *wr)
 	return wr->num_sge > 0 ? urnic_sge_total(wr->sg_list, wr->num_sge) : 0;
 }
 
-static bool rc_opcode_supported(enum ibv_wr_opcode op)
+static bool opcode_supported(enum ibv_qp_type type, enum ibv_wr_opcode op)
 {
 	switch (op) {
+	case IBV_WR_RDMA_READ:
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return type == IBV_QPT_RC; /* UC has no READ or atomics */
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
-	case IBV_WR_RDMA_READ:
-	case IBV_WR_ATOMIC_CMP_AND_SWP:
-	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 		return true;
 	default:
 		return false;
@@ -34,7 +35,7 @@ static int check_send_wr(const struct urnic_qp *qp, const struct ibv_send_wr *wr
 	bool atomic = wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
 		      wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
 
-	if (!rc_opcode_supported(wr->opcode) || wr->num_sge < 0 ||
+	if (!opcode_supported(qp->ibv.qp_type, wr->opcode) || wr->num_sge < 0 ||
 	    (uint32_t)wr->num_sge > qp->cap.max_send_sge)
 		return EINVAL;
 	if (len > URNIC_MAX_MSG_SIZE)

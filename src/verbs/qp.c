@@ -48,14 +48,45 @@ static const struct qp_transition rc_transitions[IBV_QPS_ERR + 1][IBV_QPS_ERR + 
 		},
 };
 
-static bool transition_legal(enum ibv_qp_state cur, enum ibv_qp_state next, unsigned mask)
+/* UC: no READ/atomic resources, no ACK timer, no RNR. */
+static const struct qp_transition uc_transitions[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
+	[IBV_QPS_RESET] =
+		{
+			[IBV_QPS_INIT] = {.required = IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+						      IBV_QP_ACCESS_FLAGS},
+		},
+	[IBV_QPS_INIT] =
+		{
+			[IBV_QPS_INIT] = {.optional = IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+						      IBV_QP_ACCESS_FLAGS},
+			[IBV_QPS_RTR] = {.required = IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+						     IBV_QP_RQ_PSN,
+					 .optional = IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS |
+						     IBV_QP_PKEY_INDEX},
+		},
+	[IBV_QPS_RTR] =
+		{
+			[IBV_QPS_RTS] = {.required = IBV_QP_SQ_PSN,
+					 .optional = IBV_QP_CUR_STATE | IBV_QP_ALT_PATH |
+						     IBV_QP_ACCESS_FLAGS | IBV_QP_PATH_MIG_STATE},
+		},
+	[IBV_QPS_RTS] =
+		{
+			[IBV_QPS_RTS] = {.optional = IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS |
+						     IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE},
+		},
+};
+
+static bool transition_legal(enum ibv_qp_type type, enum ibv_qp_state cur,
+			     enum ibv_qp_state next, unsigned mask)
 {
 	/* any state may go to RESET or ERR, with no other attribute */
 	if (next == IBV_QPS_RESET || next == IBV_QPS_ERR)
 		return (mask & ~(unsigned)(IBV_QP_STATE | IBV_QP_CUR_STATE)) == 0;
 	if (cur > IBV_QPS_ERR || next > IBV_QPS_ERR)
 		return false;
-	const struct qp_transition *t = &rc_transitions[cur][next];
+	const struct qp_transition *t =
+		type == IBV_QPT_UC ? &uc_transitions[cur][next] : &rc_transitions[cur][next];
 
 	if (!t->required && !t->optional)
 		return false;
@@ -221,7 +252,7 @@ URNIC_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, in
 
 	if ((mask & IBV_QP_CUR_STATE) && attr->cur_qp_state != cur)
 		err = EINVAL;
-	else if (!transition_legal(cur, next, mask))
+	else if (!transition_legal(ibqp->qp_type, cur, next, mask))
 		err = EINVAL;
 	else
 		err = check_values(qp, attr, mask);
@@ -267,7 +298,7 @@ static int check_caps(const struct ibv_qp_init_attr *a)
 
 	if (!a->send_cq || !a->recv_cq)
 		return EINVAL;
-	if (a->qp_type != IBV_QPT_RC)
+	if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC)
 		return EOPNOTSUPP;
 	if (a->srq)
 		return EOPNOTSUPP;
@@ -327,7 +358,8 @@ static void free_queues(struct urnic_qp *qp)
 	free(qp->rd);
 }
 
-static struct urnic_stats_qp *stats_slot(struct urnic_dev *dev, uint32_t qpn)
+static struct urnic_stats_qp *stats_slot(struct urnic_dev *dev, uint32_t qpn,
+					 enum ibv_qp_type type)
 {
 	for (int i = 0; i < URNIC_STATS_QP_SLOTS; i++) {
 		struct urnic_stats_qp *s = &dev->stats->qp[i];
@@ -335,7 +367,7 @@ static struct urnic_stats_qp *stats_slot(struct urnic_dev *dev, uint32_t qpn)
 		if (s->qpn == 0) {
 			memset(s, 0, sizeof(*s));
 			s->qpn = qpn;
-			s->type = IBV_QPT_RC;
+			s->type = type;
 			return s;
 		}
 	}
@@ -360,7 +392,7 @@ static int add_qp(struct urnic_dev *dev, struct urnic_qp *qp)
 		qp->ibv.qp_num = qpn;
 		qp->live_idx = dev->nqp;
 		dev->qps[dev->nqp++] = qp;
-		qp->stats = stats_slot(dev, qpn);
+		qp->stats = stats_slot(dev, qpn, qp->ibv.qp_type);
 		dev->qp_table[slot] = qp;
 		pthread_mutex_unlock(&dev->qp_lock);
 		return 0;

@@ -308,7 +308,7 @@ static void create_qps(struct rc *rc)
 			    .max_send_sge = sge,
 			    .max_recv_sge = sge,
 			    .max_inline_data = rc->o.max_inline},
-		    .qp_type = IBV_QPT_RC,
+		    .qp_type = rc->o.uc ? IBV_QPT_UC : IBV_QPT_RC,
 		    .sq_sig_all = rc->o.sq_sig_all,
 		};
 
@@ -553,7 +553,7 @@ void rc_qp_rtr(struct rc *rc, struct ibv_qp *qp, const struct rc_peer *to, int i
 	rc_fill_ah(rc, &a.ah_attr, to);
 	rc_modify(rc, qp, &a,
 		  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-		      IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+		      (rc->o.uc ? 0 : IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER));
 }
 
 void rc_qp_rts(struct rc *rc, struct ibv_qp *qp, uint32_t sq_psn)
@@ -568,8 +568,9 @@ void rc_qp_rts(struct rc *rc, struct ibv_qp *qp, uint32_t sq_psn)
 	};
 
 	rc_modify(rc, qp, &a,
-		  IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-		      IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+		  IBV_QP_STATE | IBV_QP_SQ_PSN |
+		      (rc->o.uc ? 0 : IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				      IBV_QP_MAX_QP_RD_ATOMIC));
 }
 
 void rc_connect(struct rc *rc)

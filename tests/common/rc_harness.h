@@ -38,6 +38,7 @@ struct rc_opts {
 	uint32_t max_inline;
 	bool sq_sig_all;
 	bool channel; /* CQs report to a completion channel */
+	bool uc;      /* UC QPs instead of RC (the IBTA's UC attribute rules apply) */
 };
 
 /* What one side tells the other over the socketpair. */
