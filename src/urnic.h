@@ -12,6 +12,7 @@
 #include "common/config.h"
 #include "common/param.h"
 #include "common/stats.h"
+#include "engine/rq.h"
 #include "net/net.h"
 
 #define URNIC_EXPORT __attribute__((visibility("default")))
@@ -154,10 +155,18 @@ struct urnic_swqe {
 	uint8_t *inline_buf;
 };
 
-struct urnic_rwqe {
+struct urnic_srq {
+	struct ibv_srq ibv;
+	struct urnic_rq rq;
+	atomic_int users; /* QPs */
+};
+
+/* The receive WQE a message in progress is landing in, taken off its queue at FIRST/ONLY. */
+struct urnic_cur_recv {
+	bool taken;
 	uint64_t wr_id;
 	int num_sge;
-	struct ibv_sge *sge;
+	struct ibv_sge sge[URNIC_MAX_SGE];
 };
 
 /* A READ or atomic the responder still has to answer (IBTA: responder resources). */
@@ -192,10 +201,11 @@ struct urnic_qp {
 	uint32_t sq_size;   /* power of two */
 	uint32_t sq_prod, sq_next, sq_cons;
 
-	/* receive queue */
-	struct urnic_rwqe *rq;
-	uint32_t rq_size;
-	uint32_t rq_prod, rq_cons;
+	/* receive queue: the QP's own, or its SRQ's */
+	struct urnic_rq own_rq;
+	struct urnic_rq *rq;
+	struct urnic_srq *srq;
+	struct urnic_cur_recv cur_recv;
 
 	/* requester */
 	uint32_t snd_nxt;   /* PSN of the next new packet */
@@ -214,7 +224,6 @@ struct urnic_qp {
 	bool ack_pending;
 	uint32_t ack_psn, ack_msn;
 	bool in_send, in_write; /* inside a multi-packet message */
-	bool recv_taken;     /* rq[rq_cons] belongs to the SEND in progress */
 	uint32_t recv_off;
 	uint64_t write_va;
 	uint32_t write_rkey;

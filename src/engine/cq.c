@@ -54,15 +54,40 @@ void urnic_qp_flush(struct urnic_qp *qp)
 			urnic_complete_send(qp, w, IBV_WC_WR_FLUSH_ERR);
 	}
 	qp->sq_next = qp->sq_prod;
-	while (qp->rq_cons != qp->rq_prod) {
-		struct urnic_rwqe *r = rq_at(qp, qp->rq_cons++);
-		struct ibv_wc wc = {.wr_id = r->wr_id,
-				    .status = IBV_WC_WR_FLUSH_ERR,
-				    .opcode = IBV_WC_RECV,
-				    .qp_num = qp->ibv.qp_num};
+	/* the WQE a message was landing in is the oldest; an SRQ keeps its WQEs for other QPs */
+	struct ibv_wc wc = {.status = IBV_WC_WR_FLUSH_ERR,
+			    .opcode = IBV_WC_RECV,
+			    .qp_num = qp->ibv.qp_num};
+	bool limit_hit;
+	struct ibv_sge sge[URNIC_MAX_SGE];
+	int nsge;
 
+	if (qp->cur_recv.taken) {
+		wc.wr_id = qp->cur_recv.wr_id;
+		qp->cur_recv.taken = false;
 		urnic_cq_push(to_ucq(qp->ibv.recv_cq), &wc, false);
 	}
+	while (!qp->srq && urnic_rq_pop(qp->rq, &wc.wr_id, &nsge, sge, &limit_hit))
+		urnic_cq_push(to_ucq(qp->ibv.recv_cq), &wc, false);
+}
+
+bool urnic_qp_take_recv(struct urnic_qp *qp)
+{
+	struct urnic_cur_recv *r = &qp->cur_recv;
+	bool limit_hit = false;
+
+	if (r->taken)
+		return true;
+	if (!urnic_rq_pop(qp->rq, &r->wr_id, &r->num_sge, r->sge, &limit_hit))
+		return false;
+	r->taken = true;
+	if (limit_hit) {
+		struct ibv_async_event ev = {.element.srq = &qp->srq->ibv,
+					     .event_type = IBV_EVENT_SRQ_LIMIT_REACHED};
+
+		urnic_async_event(qp->ibv.context, &ev);
+	}
+	return true;
 }
 
 void urnic_qp_error(struct urnic_qp *qp)
@@ -71,7 +96,13 @@ void urnic_qp_error(struct urnic_qp *qp)
 	if (qp->stats)
 		qp->stats->state = IBV_QPS_ERR;
 	qp->ack_deadline = qp->rnr_deadline = 0;
-	qp->in_send = qp->in_write = qp->recv_taken = false;
+	qp->in_send = qp->in_write = false;
 	qp->rd_count = 0;
 	urnic_qp_flush(qp);
+	if (qp->srq) { /* IBTA: tells the owner no more WQEs of the SRQ will be used by it */
+		struct ibv_async_event ev = {.element.qp = &qp->ibv,
+					     .event_type = IBV_EVENT_QP_LAST_WQE_REACHED};
+
+		urnic_async_event(qp->ibv.context, &ev);
+	}
 }

@@ -84,10 +84,9 @@ static inline struct urnic_swqe *sq_at(struct urnic_qp *qp, uint32_t idx)
 {
 	return &qp->sq[idx & (qp->sq_size - 1)];
 }
-static inline struct urnic_rwqe *rq_at(struct urnic_qp *qp, uint32_t idx)
-{
-	return &qp->rq[idx & (qp->rq_size - 1)];
-}
+/* rq.c glue: takes the next receive WQE for a message into qp->cur_recv (no-op if one is
+ * already taken); false when the queue is empty. Raises SRQ_LIMIT_REACHED when crossed. */
+bool urnic_qp_take_recv(struct urnic_qp *qp);
 static inline bool wqe_is_rd_atomic(const struct urnic_swqe *w)
 {
 	return w->opcode == IBV_WR_RDMA_READ || w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||

@@ -107,14 +107,15 @@ static enum req_step send_data_packet(struct urnic_qp *qp, struct urnic_swqe *w,
 }
 
 /* One READ request asks for at most a window of response packets: the responder has no flow
- * control of its own, so the requester bounds what can be in flight towards it. */
+ * control of its own, so the requester bounds what can be in flight towards it. Requests cover
+ * fixed slices of the WQE, so a retried request (from the first missing response) ends where
+ * the original did and the responder's expected PSN stays where both sides think it is. */
 static enum req_step send_read_request(struct urnic_qp *qp, struct urnic_swqe *w,
 				       struct urnic_txbatch *b)
 {
-	uint32_t chunk = w->npkts - w->sent;
+	uint32_t slice_end = (w->sent / URNIC_TX_WINDOW + 1) * URNIC_TX_WINDOW;
+	uint32_t chunk = (slice_end < w->npkts ? slice_end : w->npkts) - w->sent;
 
-	if (chunk > URNIC_TX_WINDOW)
-		chunk = URNIC_TX_WINDOW;
 	if (inflight(qp) > 0 && inflight(qp) + chunk > URNIC_TX_WINDOW)
 		return REQ_BLOCKED;
 	uint64_t off = (uint64_t)w->sent * qp->mtu;

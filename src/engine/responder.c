@@ -66,17 +66,11 @@ static void send_nak(struct urnic_qp *qp, struct urnic_txbatch *b, enum urnic_na
 
 /* ---- receive WQEs ---- */
 
-static struct urnic_rwqe *current_recv(struct urnic_qp *qp)
-{
-	return qp->rq_cons == qp->rq_prod ? NULL : rq_at(qp, qp->rq_cons);
-}
-
 static void complete_recv(struct urnic_qp *qp, const struct resp_pkt *rp, enum ibv_wc_status st,
 			  enum ibv_wc_opcode opcode, uint32_t byte_len)
 {
-	struct urnic_rwqe *r = rq_at(qp, qp->rq_cons);
 	struct ibv_wc wc = {
-		.wr_id = r->wr_id,
+		.wr_id = qp->cur_recv.wr_id,
 		.status = st,
 		.opcode = opcode,
 		.byte_len = byte_len,
@@ -88,8 +82,7 @@ static void complete_recv(struct urnic_qp *qp, const struct resp_pkt *rp, enum i
 		memcpy(&wc.imm_data, rp->bth + rp->op->immdt, 4);
 		wc.wc_flags |= IBV_WC_WITH_IMM;
 	}
-	qp->rq_cons++;
-	qp->recv_taken = false;
+	qp->cur_recv.taken = false;
 	urnic_cq_push(to_ucq(qp->ibv.recv_cq), &wc, bth_se(rp->bth) || st != IBV_WC_SUCCESS);
 }
 
@@ -100,12 +93,11 @@ static enum resp_outcome exec_send(struct urnic_qp *qp, const struct resp_pkt *r
 	uint32_t mask = rp->op->mask;
 
 	if (mask & URNIC_M_FIRST) {
-		if (!current_recv(qp))
+		if (!urnic_qp_take_recv(qp))
 			return RESP_RNR;
-		qp->recv_taken = true;
 		qp->recv_off = 0;
 	}
-	struct urnic_rwqe *r = rq_at(qp, qp->rq_cons);
+	struct urnic_cur_recv *r = &qp->cur_recv;
 
 	pthread_rwlock_rdlock(&qp->dev->mr_lock);
 	int err = urnic_sge_scatter(qp->dev, qp_pd(qp), r->sge, r->num_sge, qp->recv_off,
@@ -151,7 +143,7 @@ static enum resp_outcome exec_write(struct urnic_qp *qp, const struct resp_pkt *
 	enum resp_outcome out = RESP_DONE;
 
 	/* WRITE WITH IMM consumes a receive WQE: find it before touching memory */
-	if ((mask & URNIC_M_LAST) && rp->op->immdt && !current_recv(qp))
+	if ((mask & URNIC_M_LAST) && rp->op->immdt && !urnic_qp_take_recv(qp))
 		return RESP_RNR;
 	pthread_rwlock_rdlock(&qp->dev->mr_lock);
 	if (mask & URNIC_M_FIRST)
@@ -345,8 +337,6 @@ static void advance(struct urnic_qp *qp, const struct resp_pkt *rp)
 static void fatal(struct urnic_qp *qp, struct urnic_txbatch *b, enum urnic_nak_code code)
 {
 	send_nak(qp, b, code);
-	if (qp->recv_taken)
-		qp->recv_taken = false;
 	urnic_qp_error(qp);
 }
 
@@ -410,7 +400,7 @@ static void duplicate(struct urnic_qp *qp, const struct resp_pkt *rp, struct urn
 static void uc_abandon_message(struct urnic_qp *qp, uint32_t mask)
 {
 	qp->in_send = qp->in_write = false;
-	qp->recv_taken = false; /* the receive WQE, if any, serves the next message */
+	/* a receive WQE already taken stays in cur_recv and serves the next message */
 	qp->uc_dropping = !(mask & URNIC_M_LAST);
 	urnic_qp_count(qp, URNIC_C_uc_dropped_msgs, 1);
 }

@@ -145,6 +145,8 @@ static int active_mtu_for(uint32_t addr)
 	return IBV_MTU_256;
 }
 
+static void urnic_stats_register_exit(void);
+
 static void stats_open(struct urnic_dev *dev)
 {
 	size_t sz = sizeof(struct urnic_stats_file);
@@ -170,6 +172,9 @@ static void stats_open(struct urnic_dev *dev)
 	dev->stats->addr = dev->addr;
 	dev->stats->counter_count = URNIC_C_COUNT;
 	dev->stats->qp_slots = URNIC_STATS_QP_SLOTS;
+	static pthread_once_t at_exit_once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&at_exit_once, urnic_stats_register_exit);
 	atomic_thread_fence(memory_order_release);
 	dev->stats->magic = URNIC_STATS_MAGIC;
 }
@@ -187,6 +192,21 @@ static void stats_dump(const struct urnic_dev *dev)
 			fprintf(stderr, " %s=%llu", urnic_counter_names[i],
 				(unsigned long long)dev->stats->c[i]);
 	fputc('\n', stderr);
+}
+
+/* A process may exit without closing its devices: dump what is still open. */
+static void stats_dump_at_exit(void);
+
+static void urnic_stats_register_exit(void)
+{
+	atexit(stats_dump_at_exit);
+}
+
+static void stats_dump_at_exit(void)
+{
+	for (int i = 0; i < URNIC_MAX_DEVICES; i++)
+		if (running[i] && devices_pid == getpid())
+			stats_dump(running[i]);
 }
 
 static void stats_close(struct urnic_dev *dev)

@@ -128,28 +128,19 @@ int urnic_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send
 int urnic_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
 {
 	struct urnic_qp *qp = to_uqp(ibqp);
-	int err = 0;
+	int err;
 
-	pthread_mutex_lock(&qp->lock);
-	if (ibqp->state == IBV_QPS_RESET)
-		err = EINVAL;
-	for (; wr && !err; wr = wr->next) {
-		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->cap.max_recv_sge)
-			err = EINVAL;
-		else if (qp->rq_prod - qp->rq_cons >= qp->cap.max_recv_wr)
-			err = ENOMEM;
-		if (err)
-			break;
-		struct urnic_rwqe *r = rq_at(qp, qp->rq_prod);
-
-		r->wr_id = wr->wr_id;
-		r->num_sge = wr->num_sge;
-		if (wr->num_sge > 0)
-			memcpy(r->sge, wr->sg_list, sizeof(*r->sge) * (size_t)wr->num_sge);
-		qp->rq_prod++;
-	}
-	if (err)
+	if (qp->srq) { /* its receives come from the SRQ */
 		*bad_wr = wr;
+		return EINVAL;
+	}
+	pthread_mutex_lock(&qp->lock);
+	if (ibqp->state == IBV_QPS_RESET) {
+		*bad_wr = wr;
+		err = EINVAL;
+	} else {
+		err = urnic_rq_post(qp->rq, wr, bad_wr);
+	}
 	if (ibqp->state == IBV_QPS_ERR)
 		urnic_qp_flush(qp);
 	pthread_mutex_unlock(&qp->lock);

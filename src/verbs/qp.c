@@ -179,9 +179,12 @@ static void save_attrs(struct urnic_qp *qp, const struct ibv_qp_attr *a, unsigne
 static void enter_reset(struct urnic_qp *qp)
 {
 	qp->sq_prod = qp->sq_next = qp->sq_cons = 0;
-	qp->rq_prod = qp->rq_cons = 0;
+	if (!qp->srq) { /* RESET empties the QP's own receive queue */
+		qp->own_rq.prod = qp->own_rq.cons = 0;
+	}
+	qp->cur_recv.taken = false;
 	qp->ack_deadline = qp->rnr_deadline = 0;
-	qp->in_send = qp->in_write = qp->recv_taken = qp->nak_sent = false;
+	qp->in_send = qp->in_write = qp->nak_sent = false;
 	qp->ack_pending = false;
 	qp->rd_count = qp->rd_head = 0;
 	qp->rd_outstanding = 0;
@@ -316,25 +319,28 @@ static void *wqe_array(uint32_t n, size_t wqe_size, size_t extra)
 
 static int alloc_queues(struct urnic_qp *qp)
 {
-	uint32_t sq = 1, rq = 1;
+	uint32_t sq = 1;
 	size_t sge_sz = sizeof(struct ibv_sge);
 
 	while (sq < qp->cap.max_send_wr)
 		sq <<= 1;
-	while (rq < qp->cap.max_recv_wr)
-		rq <<= 1;
 	qp->sq_size = sq;
-	qp->rq_size = rq;
 	qp->sq = calloc(sq, sizeof(*qp->sq));
-	qp->rq = calloc(rq, sizeof(*qp->rq));
 	/* SGE lists and inline buffers, one slice per WQE */
 	uint8_t *sq_mem = wqe_array(sq, sge_sz * (qp->cap.max_send_sge + 1), qp->cap.max_inline_data);
-	struct ibv_sge *rq_sge = calloc((size_t)rq * (qp->cap.max_recv_sge + 1), sge_sz);
 
-	if (!qp->sq || !qp->rq || !sq_mem || !rq_sge) {
+	if (!qp->sq || !sq_mem) {
 		free(sq_mem);
-		free(rq_sge);
 		return ENOMEM;
+	}
+	if (!qp->srq) {
+		if (urnic_rq_init(&qp->own_rq, qp->cap.max_recv_wr, qp->cap.max_recv_sge)) {
+			free(sq_mem);
+			return ENOMEM;
+		}
+		qp->rq = &qp->own_rq;
+	} else {
+		qp->rq = &qp->srq->rq;
 	}
 	size_t stride = sge_sz * (qp->cap.max_send_sge + 1) + qp->cap.max_inline_data;
 
@@ -342,8 +348,6 @@ static int alloc_queues(struct urnic_qp *qp)
 		qp->sq[i].sge = (struct ibv_sge *)(void *)(sq_mem + i * stride);
 		qp->sq[i].inline_buf = sq_mem + i * stride + sge_sz * (qp->cap.max_send_sge + 1);
 	}
-	for (uint32_t i = 0; i < rq; i++)
-		qp->rq[i].sge = rq_sge + (size_t)i * (qp->cap.max_recv_sge + 1);
 	return 0;
 }
 
@@ -351,10 +355,8 @@ static void free_queues(struct urnic_qp *qp)
 {
 	if (qp->sq)
 		free(qp->sq[0].sge);
-	if (qp->rq)
-		free(qp->rq[0].sge);
 	free(qp->sq);
-	free(qp->rq);
+	urnic_rq_destroy(&qp->own_rq);
 	free(qp->rd);
 }
 
