@@ -111,6 +111,16 @@ struct urnic_mr {
 	uint32_t key; /* lkey == rkey */
 };
 
+struct urnic_ah {
+	struct ibv_ah ibv;
+	uint32_t daddr; /* IPv4, network order, from the GRH's destination GID */
+};
+
+static inline struct urnic_ah *to_uah(struct ibv_ah *a)
+{
+	return container_of(a, struct urnic_ah, ibv);
+}
+
 struct urnic_channel {
 	struct ibv_comp_channel ibv;
 	int wfd;
@@ -143,6 +153,7 @@ struct urnic_swqe {
 	uint64_t raddr;
 	uint32_t rkey;
 	uint64_t compare_add, swap;
+	uint32_t ud_daddr, ud_dqpn, ud_qkey; /* UD: where this datagram goes */
 	uint32_t length;
 	int num_sge;
 	bool is_inline;

@@ -18,7 +18,7 @@
 #define URNIC_MAX_PD 65536
 #define URNIC_MAX_AH 65536
 #define URNIC_MAX_QP_RD_ATOM 16
-#define URNIC_MAX_SRQ 0
+#define URNIC_MAX_SRQ 16384
 #define URNIC_MAX_MSG_SIZE (1u << 31) /* an IB message is at most 2^31 bytes */
 #define URNIC_PAGE_SIZE_CAP 0xfffff000u
 #define URNIC_NUM_COMP_VECTORS 1

@@ -84,9 +84,12 @@ static int check_state(struct rx_ctx *c)
 	return s == IBV_QPS_RTS ? PASS : DROP(drop_qp_state);
 }
 
-/* An RC peer is its address; the UDP source port is entropy and may vary. */
+/* An RC or UC peer is its address (the UDP source port is entropy and may vary); a UD QP
+ * takes datagrams from anyone. */
 static int check_peer(struct rx_ctx *c)
 {
+	if (c->qp->ibv.qp_type == IBV_QPT_UD)
+		return PASS;
 	return c->pkt->saddr == c->qp->peer_addr ? PASS : DROP(drop_peer);
 }
 

@@ -49,7 +49,7 @@ static void note_psns(struct urnic_qp *qp, uint32_t psn, uint32_t n)
 
 	if (psn_diff(end, qp->snd_nxt) > 0)
 		qp->snd_nxt = end;
-	if (qp->ibv.qp_type == IBV_QPT_UC) /* nothing is ever outstanding */
+	if (qp->ibv.qp_type != IBV_QPT_RC) /* nothing is ever outstanding */
 		qp->snd_una = qp->snd_nxt;
 }
 
@@ -151,6 +151,35 @@ static enum req_step send_atomic(struct urnic_qp *qp, struct urnic_swqe *w,
 	return REQ_WQE_DONE;
 }
 
+/* UD: one datagram, addressed by the WQE's address handle, with a DETH naming us. */
+static enum req_step send_datagram(struct urnic_qp *qp, struct urnic_swqe *w,
+				   struct urnic_txbatch *b)
+{
+	uint8_t opcode = w->opcode == IBV_WR_SEND_WITH_IMM ? (URNIC_OP_UD | URNIC_OP_SEND_ONLY_IMM)
+							   : (URNIC_OP_UD | URNIC_OP_SEND_ONLY);
+	const struct urnic_opcode_info *op = urnic_op(opcode);
+	struct urnic_txpkt *p = urnic_tx_begin(b, qp, opcode, qp->snd_nxt, false,
+					       w->send_flags & IBV_SEND_SOLICITED);
+	uint8_t *deth = urnic_tx_ext(p, op->deth);
+
+	p->daddr = w->ud_daddr;
+	urnic_put24(p->hdr + 5, w->ud_dqpn);
+	urnic_put32(deth, w->ud_qkey);
+	urnic_put24(deth + 5, qp->ibv.qp_num);
+	if (op->immdt)
+		memcpy(urnic_tx_ext(p, op->immdt), &w->imm, 4);
+	if (add_payload(qp, w, p, 0, w->length) != 0) {
+		b->n--;
+		urnic_complete_send(qp, w, IBV_WC_LOC_PROT_ERR);
+		urnic_qp_error(qp);
+		return REQ_ERROR;
+	}
+	urnic_tx_finish(qp, p, w->length);
+	w->sent = 1;
+	note_psns(qp, qp->snd_nxt, 1);
+	return REQ_WQE_DONE;
+}
+
 static int max_rd_atomic(const struct urnic_qp *qp)
 {
 	return qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1;
@@ -164,6 +193,8 @@ static enum req_step step(struct urnic_qp *qp, struct urnic_swqe *w, struct urni
 			return REQ_BLOCKED;
 		w->first_psn = qp->snd_nxt;
 	}
+	if (qp->ibv.qp_type == IBV_QPT_UD)
+		return send_datagram(qp, w, b);
 	if (inflight(qp) >= URNIC_TX_WINDOW)
 		return REQ_BLOCKED;
 	if (wqe_is_rd_atomic(w) && qp->rd_outstanding >= max_rd_atomic(qp))
@@ -175,7 +206,7 @@ static enum req_step step(struct urnic_qp *qp, struct urnic_swqe *w, struct urni
 	return send_data_packet(qp, w, b);
 }
 
-/* UC: no ACKs. A WQE is complete once its last packet has left. */
+/* UC, UD: no ACKs. A WQE is complete once its last packet has left. */
 static void complete_unacknowledged(struct urnic_qp *qp)
 {
 	while (qp->sq_cons != qp->sq_next)
@@ -205,7 +236,7 @@ void urnic_req_run(struct urnic_qp *qp, struct urnic_txbatch *b)
 	/* the payload iovecs point into MRs: send before dereg may run */
 	urnic_tx_flush(b);
 	pthread_rwlock_unlock(&qp->dev->mr_lock);
-	if (qp->ibv.qp_type == IBV_QPT_UC)
+	if (qp->ibv.qp_type != IBV_QPT_RC)
 		complete_unacknowledged(qp);
 	else if (sent_any && !qp->ack_deadline)
 		urnic_comp_arm_timer(qp);

@@ -1,5 +1,6 @@
 /* responder.c - executes incoming RC requests in PSN order: places SEND and WRITE data, answers
  * READs and atomics, ACKs (coalesced per receive batch), NAKs and duplicates. Engine thread. */
+#include <errno.h>
 #include <string.h>
 
 #include "engine/engine.h"
@@ -438,6 +439,76 @@ static void uc_rx(struct urnic_qp *qp, const struct resp_pkt *rp)
 	}
 }
 
+/* ---- UD: datagrams; the 40 bytes before the payload are the GRH the verbs promise ---- */
+
+/* For RoCEv2 over IPv4 the GRH area carries 20 unused bytes, then the IPv4 header. */
+static void build_grh(uint8_t grh[40], const struct urnic_rxpkt *pkt)
+{
+	uint8_t *ip = grh + 20;
+	uint32_t sum = 0;
+
+	memset(grh, 0, 40);
+	ip[0] = 0x45;
+	urnic_put16(ip + 2, (uint16_t)(20 + 8 + pkt->len));
+	urnic_put16(ip + 6, 0x4000); /* DF */
+	ip[8] = 64;
+	ip[9] = 17; /* UDP */
+	memcpy(ip + 12, &pkt->saddr, 4);
+	memcpy(ip + 16, &pkt->daddr, 4);
+	for (int i = 0; i < 20; i += 2)
+		sum += urnic_get16(ip + i);
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	urnic_put16(ip + 10, (uint16_t)~sum);
+}
+
+static void ud_rx(struct urnic_qp *qp, const struct urnic_rxpkt *pkt, const struct resp_pkt *rp)
+{
+	const uint8_t *deth = rp->bth + rp->op->deth;
+	uint8_t grh[40];
+
+	if (deth_qkey(deth) != qp->attr.qkey) {
+		urnic_qp_count(qp, URNIC_C_drop_qkey, 1);
+		return;
+	}
+	if (rp->payload_len > qp->mtu) {
+		urnic_qp_count(qp, URNIC_C_drop_length, 1);
+		return;
+	}
+	if (!urnic_qp_take_recv(qp)) { /* UD has no RNR: the datagram is lost */
+		urnic_qp_count(qp, URNIC_C_drop_no_recv, 1);
+		return;
+	}
+	struct urnic_cur_recv *r = &qp->cur_recv;
+
+	build_grh(grh, pkt);
+	pthread_rwlock_rdlock(&qp->dev->mr_lock);
+	int err = urnic_sge_scatter(qp->dev, qp_pd(qp), r->sge, r->num_sge, 0, grh, sizeof(grh));
+
+	if (!err)
+		err = urnic_sge_scatter(qp->dev, qp_pd(qp), r->sge, r->num_sge, sizeof(grh),
+					rp->payload, rp->payload_len);
+	pthread_rwlock_unlock(&qp->dev->mr_lock);
+	struct ibv_wc wc = {
+		.wr_id = r->wr_id,
+		.status = !err ? IBV_WC_SUCCESS
+			  : err == -EMSGSIZE ? IBV_WC_LOC_LEN_ERR
+					     : IBV_WC_LOC_PROT_ERR,
+		.opcode = IBV_WC_RECV,
+		.byte_len = (uint32_t)sizeof(grh) + rp->payload_len,
+		.qp_num = qp->ibv.qp_num,
+		.src_qp = deth_srcqp(deth),
+		.wc_flags = IBV_WC_GRH,
+	};
+
+	if (rp->op->immdt) {
+		memcpy(&wc.imm_data, rp->bth + rp->op->immdt, 4);
+		wc.wc_flags |= IBV_WC_WITH_IMM;
+	}
+	r->taken = false;
+	urnic_cq_push(to_ucq(qp->ibv.recv_cq), &wc, bth_se(rp->bth) || err);
+}
+
 void urnic_resp_rx(struct urnic_qp *qp, const struct urnic_rxpkt *pkt, struct urnic_txbatch *b)
 {
 	const uint8_t *bth = pkt->data;
@@ -451,6 +522,10 @@ void urnic_resp_rx(struct urnic_qp *qp, const struct urnic_rxpkt *pkt, struct ur
 	};
 	if (qp->ibv.qp_type == IBV_QPT_UC) {
 		uc_rx(qp, &rp);
+		return;
+	}
+	if (qp->ibv.qp_type == IBV_QPT_UD) {
+		ud_rx(qp, pkt, &rp);
 		return;
 	}
 	int32_t d = psn_diff(rp.psn, qp->epsn);

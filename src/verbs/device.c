@@ -392,6 +392,8 @@ URNIC_EXPORT int ibv_query_device(struct ibv_context *context, struct ibv_device
 	a->atomic_cap = IBV_ATOMIC_HCA;
 	a->max_ah = URNIC_MAX_AH;
 	a->max_srq = URNIC_MAX_SRQ;
+	a->max_srq_wr = URNIC_MAX_QP_WR;
+	a->max_srq_sge = URNIC_MAX_SGE;
 	a->max_pkeys = URNIC_PORT_PKEY_TBL_LEN;
 	a->local_ca_ack_delay = 15;
 	a->phys_port_cnt = 1;

@@ -126,23 +126,6 @@ URNIC_EXPORT void ibv_ack_async_event(struct ibv_async_event *event)
 
 /* ---- the verbs urnic declines, failing as rdma-core documents ---- */
 
-URNIC_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
-{
-	errno = EOPNOTSUPP;
-	return NULL;
-}
-
-URNIC_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
-{
-	errno = EOPNOTSUPP;
-	return NULL;
-}
-
-URNIC_EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
-{
-	return EOPNOTSUPP;
-}
-
 URNIC_EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 {
 	return EOPNOTSUPP;

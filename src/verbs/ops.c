@@ -4,12 +4,6 @@
 
 #include "verbs/verbs_ops.h"
 
-int urnic_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
-{
-	*bad = wr;
-	return EOPNOTSUPP;
-}
-
 void urnic_verbs_set_ops(struct urnic_context *uctx)
 {
 	struct ibv_context_ops *ops = &uctx->vctx.context.ops;

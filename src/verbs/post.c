@@ -14,6 +14,8 @@ static uint64_t urnic_sge_total_wr(const struct ibv_send_wr *wr)
 
 static bool opcode_supported(enum ibv_qp_type type, enum ibv_wr_opcode op)
 {
+	if (type == IBV_QPT_UD) /* datagrams: SEND only */
+		return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM;
 	switch (op) {
 	case IBV_WR_RDMA_READ:
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
@@ -40,6 +42,8 @@ static int check_send_wr(const struct urnic_qp *qp, const struct ibv_send_wr *wr
 		return EINVAL;
 	if (len > URNIC_MAX_MSG_SIZE)
 		return EINVAL;
+	if (qp->ibv.qp_type == IBV_QPT_UD && (!wr->wr.ud.ah || len > qp->mtu))
+		return EINVAL; /* a datagram needs an address and fits in one packet */
 	if (atomic && (wr->num_sge != 1 || wr->sg_list[0].length < 8))
 		return EINVAL;
 	if ((wr->send_flags & IBV_SEND_INLINE) && !atomic && wr->opcode != IBV_WR_RDMA_READ &&
@@ -63,7 +67,14 @@ static void fill_swqe(struct urnic_qp *qp, struct urnic_swqe *w, const struct ib
 	w->sent = w->rcvd = 0;
 	w->is_inline = (wr->send_flags & IBV_SEND_INLINE) && !atomic &&
 		       wr->opcode != IBV_WR_RDMA_READ;
-	if (atomic) {
+	if (qp->ibv.qp_type == IBV_QPT_UD) {
+		w->ud_daddr = to_uah(wr->wr.ud.ah)->daddr;
+		w->ud_dqpn = wr->wr.ud.remote_qpn & URNIC_QPN_MASK;
+		/* IBTA: a Q_Key with the high bit set means "use the QP's own" */
+		w->ud_qkey = (wr->wr.ud.remote_qkey & 0x80000000u) ? qp->attr.qkey
+								     : wr->wr.ud.remote_qkey;
+		w->npkts = 1;
+	} else if (atomic) {
 		w->raddr = wr->wr.atomic.remote_addr;
 		w->rkey = wr->wr.atomic.rkey;
 		w->compare_add = wr->wr.atomic.compare_add;

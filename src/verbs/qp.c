@@ -77,6 +77,28 @@ static const struct qp_transition uc_transitions[IBV_QPS_ERR + 1][IBV_QPS_ERR + 
 		},
 };
 
+/* UD: a Q_Key instead of a connection. */
+static const struct qp_transition ud_transitions[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
+	[IBV_QPS_RESET] =
+		{
+			[IBV_QPS_INIT] = {.required = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY},
+		},
+	[IBV_QPS_INIT] =
+		{
+			[IBV_QPS_INIT] = {.optional = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY},
+			[IBV_QPS_RTR] = {.optional = IBV_QP_PKEY_INDEX | IBV_QP_QKEY},
+		},
+	[IBV_QPS_RTR] =
+		{
+			[IBV_QPS_RTS] = {.required = IBV_QP_SQ_PSN,
+					 .optional = IBV_QP_CUR_STATE | IBV_QP_QKEY},
+		},
+	[IBV_QPS_RTS] =
+		{
+			[IBV_QPS_RTS] = {.optional = IBV_QP_CUR_STATE | IBV_QP_QKEY},
+		},
+};
+
 static bool transition_legal(enum ibv_qp_type type, enum ibv_qp_state cur,
 			     enum ibv_qp_state next, unsigned mask)
 {
@@ -85,9 +107,11 @@ static bool transition_legal(enum ibv_qp_type type, enum ibv_qp_state cur,
 		return (mask & ~(unsigned)(IBV_QP_STATE | IBV_QP_CUR_STATE)) == 0;
 	if (cur > IBV_QPS_ERR || next > IBV_QPS_ERR)
 		return false;
-	const struct qp_transition *t =
-		type == IBV_QPT_UC ? &uc_transitions[cur][next] : &rc_transitions[cur][next];
+	const struct qp_transition *t = type == IBV_QPT_UC   ? &uc_transitions[cur][next]
+					: type == IBV_QPT_UD ? &ud_transitions[cur][next]
+							     : &rc_transitions[cur][next];
 
+	/* a row with nothing required or optional is illegal, except UD's INIT to RTR */
 	if (!t->required && !t->optional)
 		return false;
 	unsigned attrs = mask & ~(unsigned)IBV_QP_STATE;
@@ -168,6 +192,7 @@ static void save_attrs(struct urnic_qp *qp, const struct ibv_qp_attr *a, unsigne
 	COPY(IBV_QP_TIMEOUT, timeout);
 	COPY(IBV_QP_RETRY_CNT, retry_cnt);
 	COPY(IBV_QP_RNR_RETRY, rnr_retry);
+	COPY(IBV_QP_QKEY, qkey);
 #undef COPY
 	s->rq_psn &= URNIC_PSN_MASK;
 	s->sq_psn &= URNIC_PSN_MASK;
@@ -205,7 +230,9 @@ static int enter_rtr(struct urnic_qp *qp)
 	qp->rd_head = qp->rd_count = 0;
 	gid_to_ipv4(&qp->attr.ah_attr.grh.dgid, &qp->peer_addr);
 	qp->peer_ip_id = 0;
-	qp->mtu = urnic_mtu_bytes(qp->attr.path_mtu);
+	/* a UD message is one packet of up to the port's MTU */
+	qp->mtu = urnic_mtu_bytes(qp->ibv.qp_type == IBV_QPT_UD ? qp->dev->active_mtu
+								: (int)qp->attr.path_mtu);
 	qp->epsn = qp->attr.rq_psn;
 	qp->msn = 0;
 	if (qp->stats) {
@@ -301,9 +328,7 @@ static int check_caps(const struct ibv_qp_init_attr *a)
 
 	if (!a->send_cq || !a->recv_cq)
 		return EINVAL;
-	if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC)
-		return EOPNOTSUPP;
-	if (a->srq)
+	if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC && a->qp_type != IBV_QPT_UD)
 		return EOPNOTSUPP;
 	if (c->max_send_wr > URNIC_MAX_QP_WR || c->max_recv_wr > URNIC_MAX_QP_WR ||
 	    c->max_send_sge > URNIC_MAX_SGE || c->max_recv_sge > URNIC_MAX_SGE ||
@@ -442,6 +467,7 @@ URNIC_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_
 	qp->cap.max_send_wr = qp->cap.max_send_wr ? qp->cap.max_send_wr : 1;
 	qp->cap.max_recv_wr = qp->cap.max_recv_wr ? qp->cap.max_recv_wr : 1;
 	qp->sq_sig_all = init->sq_sig_all;
+	qp->srq = init->srq ? container_of(init->srq, struct urnic_srq, ibv) : NULL;
 	pthread_mutex_init(&qp->lock, NULL);
 	qp->ibv.context = pd->context;
 	qp->ibv.qp_context = init->qp_context;
@@ -467,6 +493,9 @@ URNIC_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_
 	atomic_fetch_add(&to_upd(pd)->users, 1);
 	atomic_fetch_add(&to_ucq(init->send_cq)->users, 1);
 	atomic_fetch_add(&to_ucq(init->recv_cq)->users, 1);
+	if (qp->srq)
+		atomic_fetch_add(&qp->srq->users, 1);
+	qp->ibv.srq = init->srq;
 	init->cap = qp->cap;
 	return &qp->ibv;
 }
@@ -482,6 +511,8 @@ URNIC_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	atomic_fetch_sub(&to_upd(ibqp->pd)->users, 1);
 	atomic_fetch_sub(&to_ucq(ibqp->send_cq)->users, 1);
 	atomic_fetch_sub(&to_ucq(ibqp->recv_cq)->users, 1);
+	if (qp->srq)
+		atomic_fetch_sub(&qp->srq->users, 1);
 	pthread_mutex_destroy(&qp->lock);
 	pthread_mutex_destroy(&ibqp->mutex);
 	pthread_cond_destroy(&ibqp->cond);
