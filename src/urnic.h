@@ -184,6 +184,7 @@ struct urnic_cur_recv {
 struct urnic_rd_res {
 	bool busy;
 	bool atomic;
+	bool replay; /* answering a duplicate request again */
 	uint32_t psn;    /* first response PSN */
 	uint32_t npkts;
 	uint32_t sent;
@@ -234,6 +235,9 @@ struct urnic_qp {
 	bool nak_sent;       /* a NAK for epsn went out: stay quiet until epsn arrives */
 	bool ack_pending;
 	uint32_t ack_psn, ack_msn;
+	bool nak_pending;    /* a PSN-sequence or RNR NAK waiting behind responses */
+	uint8_t nak_type, nak_value;
+	uint32_t nak_psn, nak_msn;
 	bool in_send, in_write; /* inside a multi-packet message */
 	uint32_t recv_off;
 	uint64_t write_va;

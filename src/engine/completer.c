@@ -86,22 +86,27 @@ static struct urnic_swqe *oldest_outstanding(struct urnic_qp *qp)
 	return qp->sq_cons != qp->sq_next || w->sent > 0 ? w : NULL;
 }
 
-/* Every request PSN up to and including psn is acknowledged. Returns false when an unanswered
- * READ or atomic lies inside: its responses were lost (implicit NAK), so it goes again. */
+/* Every request PSN up to and including psn is acknowledged. A READ or atomic is only done by
+ * its responses: acknowledgement stops at its first missing response, and one that the ACK
+ * covers entirely was lost (implicit NAK), so it goes again and this returns false. */
 static bool ack_through(struct urnic_qp *qp, uint32_t psn)
 {
 	for (struct urnic_swqe *w; (w = oldest_outstanding(qp));) {
 		uint32_t last = psn_add(w->first_psn, w->npkts - 1);
 
-		if (psn_diff(psn, last) < 0)
-			break;
 		if (wqe_is_rd_atomic(w)) {
 			uint32_t missing = psn_add(w->first_psn, w->rcvd);
 
+			if (psn_diff(psn, missing) < 0)
+				break;
 			progress(qp, missing);
+			if (psn_diff(psn, last) < 0)
+				return true; /* a response is still due */
 			urnic_req_retransmit_from(qp, missing);
 			return false;
 		}
+		if (psn_diff(psn, last) < 0)
+			break;
 		urnic_complete_send(qp, w, IBV_WC_SUCCESS);
 		qp->sq_cons++;
 	}
@@ -138,7 +143,8 @@ static void retry(struct urnic_qp *qp, uint32_t psn)
 		return;
 	}
 	qp->retry_left--;
-	urnic_qp_count(qp, URNIC_C_retransmits, (uint32_t)psn_diff(qp->snd_nxt, psn));
+	if (psn_diff(qp->snd_nxt, psn) > 0)
+		urnic_qp_count(qp, URNIC_C_retransmits, (uint32_t)psn_diff(qp->snd_nxt, psn));
 	urnic_req_retransmit_from(qp, psn);
 }
 
@@ -161,7 +167,14 @@ static void on_rnr_nak(struct urnic_qp *qp, uint32_t psn, unsigned timer)
 static void on_aeth(struct urnic_qp *qp, uint32_t psn, const uint8_t *aeth)
 {
 	unsigned value = aeth_value(aeth);
+	/* a NAK names the PSN the responder expects: one behind what is already acknowledged, or
+	 * beyond anything sent, is stale (reordered, duplicated) or bogus */
+	bool nak_in_window = psn_diff(psn, qp->snd_una) >= 0 && psn_diff(psn, qp->snd_nxt) <= 0;
 
+	if (aeth_type(aeth) != URNIC_AETH_ACK && !nak_in_window) {
+		urnic_qp_count(qp, URNIC_C_drop_psn, 1);
+		return;
+	}
 	switch (aeth_type(aeth)) {
 	case URNIC_AETH_ACK:
 		urnic_qp_count(qp, URNIC_C_acks_rcvd, 1);

@@ -246,6 +246,9 @@ void urnic_req_retransmit_from(struct urnic_qp *qp, uint32_t psn)
 {
 	uint32_t idx = qp->sq_cons, end = qp->sq_next;
 
+	if (psn_diff(psn, qp->snd_una) < 0) /* never behind what the peer acknowledged */
+		psn = qp->snd_una;
+
 	/* the WQE holding psn: every WQE before it is complete */
 	while (idx != end) {
 		struct urnic_swqe *w = sq_at(qp, idx);

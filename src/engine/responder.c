@@ -37,6 +37,15 @@ static void send_aeth(struct urnic_qp *qp, struct urnic_txbatch *b, uint32_t psn
 	urnic_tx_finish(qp, p, 0);
 }
 
+static void owe_answer(struct urnic_qp *qp)
+{
+	if (!qp->on_ack_list) {
+		qp->on_ack_list = true;
+		qp->ack_next = qp->dev->ack_list;
+		qp->dev->ack_list = qp;
+	}
+}
+
 static void queue_ack(struct urnic_qp *qp, uint32_t psn)
 {
 	if (!qp->ack_pending || psn_diff(psn, qp->ack_psn) > 0) {
@@ -44,11 +53,21 @@ static void queue_ack(struct urnic_qp *qp, uint32_t psn)
 		qp->ack_msn = qp->msn;
 	}
 	qp->ack_pending = true;
-	if (!qp->on_ack_list) {
-		qp->on_ack_list = true;
-		qp->ack_next = qp->dev->ack_list;
-		qp->dev->ack_list = qp;
-	}
+	owe_answer(qp);
+}
+
+/* A PSN-sequence or RNR NAK waits, like an ACK, behind READ and atomic responses still due:
+ * it acknowledges everything before epsn, and overtaking them would make the requester take
+ * them for lost. It supersedes a pending ACK. */
+static void queue_nak(struct urnic_qp *qp, enum urnic_aeth_type type, unsigned value)
+{
+	qp->nak_pending = true;
+	qp->nak_type = (uint8_t)type;
+	qp->nak_value = (uint8_t)value;
+	qp->nak_psn = qp->epsn;
+	qp->nak_msn = qp->msn;
+	qp->nak_sent = true;
+	owe_answer(qp);
 }
 
 static const enum urnic_counter nak_sent_counter[] = {
@@ -63,6 +82,12 @@ static void send_nak(struct urnic_qp *qp, struct urnic_txbatch *b, enum urnic_na
 	send_aeth(qp, b, qp->epsn, URNIC_AETH_NAK, code, qp->msn);
 	urnic_qp_count(qp, nak_sent_counter[code], 1);
 	qp->nak_sent = true;
+}
+
+static void nak_sequence(struct urnic_qp *qp)
+{
+	queue_nak(qp, URNIC_AETH_NAK, URNIC_NAK_PSN_SEQ_ERR);
+	urnic_qp_count(qp, URNIC_C_nak_seq_sent, 1);
 }
 
 /* ---- receive WQEs ---- */
@@ -180,11 +205,13 @@ static struct urnic_rd_res *rd_at(struct urnic_qp *qp, int i)
 	return &qp->rd[(qp->rd_head + i) % qp->rd_size];
 }
 
-/* A new resource; the oldest answered one is recycled. NULL if all are still busy. */
+/* A new resource; the oldest is recycled once answered, or when it is only answering a
+ * duplicate again (a new request shows the requester has moved past it). NULL if the oldest
+ * still owes its first answer: more outstanding than max_dest_rd_atomic. */
 static struct urnic_rd_res *rd_alloc(struct urnic_qp *qp)
 {
 	if (qp->rd_count == qp->rd_size) {
-		if (rd_at(qp, 0)->busy)
+		if (rd_at(qp, 0)->busy && !rd_at(qp, 0)->replay)
 			return NULL;
 		qp->rd_head = (qp->rd_head + 1) % qp->rd_size;
 		qp->rd_count--;
@@ -225,6 +252,42 @@ static enum resp_outcome start_read(struct urnic_qp *qp, const struct resp_pkt *
 				   .length = len};
 	qp->dev->tx_pending = true;
 	return RESP_DONE;
+}
+
+/* The responder resource whose PSN range holds psn (a retried READ starts inside its
+ * original's range), or NULL if it has been recycled. */
+static struct urnic_rd_res *rd_find(struct urnic_qp *qp, uint32_t psn)
+{
+	for (int i = qp->rd_count - 1; i >= 0; i--) {
+		struct urnic_rd_res *r = rd_at(qp, i);
+
+		if (psn_diff(psn, r->psn) >= 0 && psn_diff(psn, psn_add(r->psn, r->npkts)) < 0)
+			return r;
+	}
+	return NULL;
+}
+
+/* A retried READ: checked again like a new one, answered from its PSN with its RETH. */
+static void restart_read(struct urnic_qp *qp, struct urnic_rd_res *r, const struct resp_pkt *rp)
+{
+	const uint8_t *reth = rp->bth + rp->op->reth;
+	uint32_t len = reth_len(reth);
+
+	pthread_rwlock_rdlock(&qp->dev->mr_lock);
+	bool ok = len <= URNIC_MAX_MSG_SIZE &&
+		  (!len || urnic_mr_find(qp->dev, qp_pd(qp), reth_rkey(reth), reth_va(reth), len,
+					 IBV_ACCESS_REMOTE_READ));
+	pthread_rwlock_unlock(&qp->dev->mr_lock);
+	if (!ok) /* a retry cannot gain rights the original lacked: drop it */
+		return;
+	*r = (struct urnic_rd_res){.busy = true,
+				   .replay = true,
+				   .psn = rp->psn,
+				   .npkts = read_npkts(qp, len),
+				   .va = reth_va(reth),
+				   .rkey = reth_rkey(reth),
+				   .length = len};
+	qp->dev->tx_pending = true;
 }
 
 static void send_atomic_ack(struct urnic_qp *qp, struct urnic_txbatch *b, uint32_t psn,
@@ -349,9 +412,8 @@ static void act(struct urnic_qp *qp, const struct resp_pkt *rp, enum resp_outcom
 		advance(qp, rp);
 		break;
 	case RESP_RNR:
-		send_aeth(qp, b, qp->epsn, URNIC_AETH_RNR_NAK, qp->attr.min_rnr_timer, qp->msn);
+		queue_nak(qp, URNIC_AETH_RNR_NAK, qp->attr.min_rnr_timer);
 		urnic_qp_count(qp, URNIC_C_rnr_nak_sent, 1);
-		qp->nak_sent = true;
 		break;
 	case RESP_NAK_INV:
 		fatal(qp, b, URNIC_NAK_INVALID_REQ);
@@ -373,23 +435,29 @@ static void duplicate(struct urnic_qp *qp, const struct resp_pkt *rp, struct urn
 
 	urnic_qp_count(qp, URNIC_C_dup_requests, 1);
 	if (mask & URNIC_M_ATOMIC) {
-		for (int i = 0; i < qp->rd_count; i++)
-			if (rd_at(qp, i)->atomic && rd_at(qp, i)->psn == rp->psn)
-				send_atomic_ack(qp, b, rp->psn, rd_at(qp, i)->orig);
+		/* answered again from the record, in PSN order behind what is still due */
+		struct urnic_rd_res *r = rd_find(qp, rp->psn);
+
+		if (r && r->atomic) {
+			r->busy = r->replay = true;
+			qp->dev->tx_pending = true;
+		}
 		return;
 	}
 	if (mask & URNIC_M_READ) {
-		/* the requester went back: answers still queued behind this PSN are stale */
+		/* the requester went back: answers still queued beyond this PSN are stale */
 		for (int i = 0; i < qp->rd_count; i++) {
 			struct urnic_rd_res *r = rd_at(qp, i);
 
-			if (r->busy && psn_diff(psn_add(r->psn, r->npkts), rp->psn) > 0)
+			if (r->busy && !r->atomic && psn_diff(r->psn, rp->psn) > 0)
 				r->busy = false;
 		}
-		while (qp->rd_count && !rd_at(qp, qp->rd_count - 1)->busy &&
-		       !rd_at(qp, qp->rd_count - 1)->atomic)
-			qp->rd_count--;
-		start_read(qp, rp);
+		struct urnic_rd_res *r = rd_find(qp, rp->psn);
+
+		if (r && !r->atomic)
+			restart_read(qp, r, rp); /* the original's resource answers the retry */
+		else
+			start_read(qp, rp);
 		return;
 	}
 	/* SEND/WRITE: everything up to this PSN did arrive; say so */
@@ -536,7 +604,7 @@ void urnic_resp_rx(struct urnic_qp *qp, const struct urnic_rxpkt *pkt, struct ur
 	}
 	if (d > 0) { /* a gap: NAK once, then wait quietly for the retransmission */
 		if (!qp->nak_sent)
-			send_nak(qp, b, URNIC_NAK_PSN_SEQ_ERR);
+			nak_sequence(qp);
 		else
 			urnic_qp_count(qp, URNIC_C_drop_psn, 1);
 		return;
@@ -559,8 +627,14 @@ static bool responses_pending(struct urnic_qp *qp)
  * responses before it, or the requester would take them for lost. */
 void urnic_resp_send_ack(struct urnic_qp *qp, struct urnic_txbatch *b)
 {
-	if (!qp->ack_pending || responses_pending(qp))
+	if ((!qp->ack_pending && !qp->nak_pending) || responses_pending(qp))
 		return;
+	if (qp->nak_pending) {
+		qp->nak_pending = qp->ack_pending = false;
+		send_aeth(qp, b, qp->nak_psn, (enum urnic_aeth_type)qp->nak_type, qp->nak_value,
+			  qp->nak_msn);
+		return;
+	}
 	qp->ack_pending = false;
 	send_aeth(qp, b, qp->ack_psn, URNIC_AETH_ACK, URNIC_AETH_CREDITS_INVALID, qp->ack_msn);
 	urnic_qp_count(qp, URNIC_C_acks_sent, 1);

@@ -31,7 +31,10 @@ struct urnic_rxpkt {
 	uint8_t *data; /* BTH through ICRC */
 };
 
+struct urnic_fault;
+
 struct urnic_net {
+	struct urnic_fault *fault; /* NULL unless URNIC_FAULT asks for injection */
 	uint32_t addr; /* network order */
 	int rx_fd;
 	int tx_fd[URNIC_TX_SOCKETS];

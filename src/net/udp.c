@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "net/fault.h"
 #include "net/net.h"
 
 static void set_buffers(int fd)
@@ -63,6 +64,15 @@ int urnic_net_open(struct urnic_net *net, uint32_t addr)
 		}
 		shutdown(net->tx_fd[i], SHUT_RD);
 	}
+	const char *spec = getenv("URNIC_FAULT");
+
+	if (spec && *spec) {
+		net->fault = malloc(sizeof(*net->fault));
+		if (!net->fault || urnic_fault_config(net->fault, spec) != 0) {
+			urnic_net_close(net);
+			return -EINVAL;
+		}
+	}
 	net->rx_bufs = malloc((size_t)URNIC_RX_BATCH * URNIC_RX_BUF_LEN);
 	if (!net->rx_bufs) {
 		urnic_net_close(net);
@@ -83,6 +93,8 @@ void urnic_net_close(struct urnic_net *net)
 		if (net->tx_fd[i] >= 0)
 			close(net->tx_fd[i]);
 	free(net->rx_bufs);
+	free(net->fault);
+	net->fault = NULL;
 	net->rx_fd = -1;
 	net->rx_bufs = NULL;
 }
@@ -169,5 +181,7 @@ int urnic_net_recv(struct urnic_net *net, struct urnic_rxpkt *out)
 			.data = net->rx_iov[i].iov_base,
 		};
 	}
+	if (net->fault)
+		r = urnic_fault_apply(net->fault, out, r, URNIC_RX_BATCH);
 	return r;
 }

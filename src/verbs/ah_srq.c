@@ -64,7 +64,7 @@ URNIC_EXPORT int ibv_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
 
 	pthread_mutex_lock(&srq->rq.lock);
 	*attr = (struct ibv_srq_attr){
-		.max_wr = srq->rq.max_wr, .max_sge = srq->rq.max_sge, .srq_limit = srq->rq.limit};
+	    .max_wr = srq->rq.max_wr, .max_sge = srq->rq.max_sge, .srq_limit = srq->rq.limit};
 	pthread_mutex_unlock(&srq->rq.lock);
 	return 0;
 }
@@ -119,8 +119,8 @@ URNIC_EXPORT int ibv_destroy_ah(struct ibv_ah *ibah)
 	return 0;
 }
 
-#define GRH_IPV4_OFFSET 20 /* a RoCEv2 IPv4 header sits in the last 20 bytes of the 40 */
-#define NEXT_HDR_UDP 17    /* RoCEv2 over IPv6 */
+#define GRH_IPV4_OFFSET 20   /* a RoCEv2 IPv4 header sits in the last 20 bytes of the 40 */
+#define NEXT_HDR_UDP 17	     /* RoCEv2 over IPv6 */
 #define NEXT_HDR_IB_BTH 0x1b /* RoCEv1 / IB */
 
 struct ipv4_hdr {
@@ -214,8 +214,8 @@ static int route_from_ipv4(struct ibv_context *context, uint8_t port_num,
 	return 0;
 }
 
-static int route_from_ipv6(struct ibv_context *context, uint8_t port_num,
-			   const struct ibv_grh *grh, struct ibv_ah_attr *ah_attr)
+static int route_from_ipv6(struct ibv_context *context, uint8_t port_num, const struct ibv_grh *grh,
+			   struct ibv_ah_attr *ah_attr)
 {
 	int index;
 

@@ -210,7 +210,7 @@ static void enter_reset(struct urnic_qp *qp)
 	qp->cur_recv.taken = false;
 	qp->ack_deadline = qp->rnr_deadline = 0;
 	qp->in_send = qp->in_write = qp->nak_sent = false;
-	qp->ack_pending = false;
+	qp->ack_pending = qp->nak_pending = false;
 	qp->rd_count = qp->rd_head = 0;
 	qp->rd_outstanding = 0;
 	qp->attr_mask_set = 0;

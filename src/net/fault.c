@@ -1,0 +1,123 @@
+/* fault.c - seeded receive-side fault injection: what a lossy, reordering, duplicating and
+ * corrupting network would do to the packets, before the engine sees them. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "net/fault.h"
+
+static uint64_t next_rand(struct urnic_fault *f)
+{
+	/* xorshift64*: cheap, and the same seed gives the same run */
+	f->rng ^= f->rng >> 12;
+	f->rng ^= f->rng << 25;
+	f->rng ^= f->rng >> 27;
+	return f->rng * 2685821657736338717ull;
+}
+
+static bool chance(struct urnic_fault *f, double p)
+{
+	return p > 0 && (double)(next_rand(f) >> 11) / 9007199254740992.0 < p;
+}
+
+static const struct {
+	const char *name;
+	size_t off;
+} knobs[] = {
+	{"drop", offsetof(struct urnic_fault, drop)},
+	{"dup", offsetof(struct urnic_fault, dup)},
+	{"reorder", offsetof(struct urnic_fault, reorder)},
+	{"corrupt", offsetof(struct urnic_fault, corrupt)},
+};
+
+static int set_knob(struct urnic_fault *f, const char *key, const char *val)
+{
+	char *end;
+
+	if (strcmp(key, "seed") == 0) {
+		f->rng = strtoull(val, &end, 0) | 1;
+		return *end ? -EINVAL : 0;
+	}
+	for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++) {
+		if (strcmp(key, knobs[i].name) != 0)
+			continue;
+		double p = strtod(val, &end);
+
+		if (*end || p < 0 || p > 1)
+			return -EINVAL;
+		*(double *)(void *)((char *)f + knobs[i].off) = p;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+int urnic_fault_config(struct urnic_fault *f, const char *spec)
+{
+	char buf[256], *save = NULL;
+
+	memset(f, 0, offsetof(struct urnic_fault, held_pkt));
+	f->rng = 0x9e3779b97f4a7c15ull;
+	if (!spec || !*spec)
+		return 0;
+	if (strlen(spec) >= sizeof(buf))
+		return -EINVAL;
+	strcpy(buf, spec);
+	for (char *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(kv, '=');
+
+		if (!eq)
+			return -EINVAL;
+		*eq = 0;
+		if (set_knob(f, kv, eq + 1))
+			return -EINVAL;
+	}
+	f->on = true;
+	return 0;
+}
+
+int urnic_fault_apply(struct urnic_fault *f, struct urnic_rxpkt *pkts, int n, int max)
+{
+	struct urnic_rxpkt in[URNIC_RX_BATCH];
+	int out = 0, ndup = 0;
+	bool released = false; /* held_buf is in pkts[]: hold nothing new in this call */
+
+	memcpy(in, pkts, sizeof(*pkts) * (size_t)n);
+	for (int i = 0; i < n; i++) {
+		struct urnic_rxpkt p = in[i];
+
+		if (chance(f, f->drop)) {
+			f->dropped++;
+			continue;
+		}
+		if (p.len && chance(f, f->corrupt)) {
+			p.data[next_rand(f) % p.len] ^= (uint8_t)(1u << (next_rand(f) % 8));
+			f->corrupted++;
+		}
+		if (!f->held && !released && chance(f, f->reorder)) {
+			memcpy(f->held_buf, p.data, p.len);
+			f->held_pkt = p;
+			f->held_pkt.data = f->held_buf;
+			f->held = true;
+			f->reordered++;
+			continue;
+		}
+		if (out == max) { /* duplicates filled the batch: the rest is lost, as on a wire */
+			f->dropped++;
+			continue;
+		}
+		pkts[out++] = p;
+		if (f->held && out < max) { /* the kept packet arrives after a later one */
+			pkts[out++] = f->held_pkt;
+			f->held = false;
+			released = true;
+		}
+		if (out < max && ndup < URNIC_RX_BATCH && chance(f, f->dup)) {
+			memcpy(f->dup_buf[ndup], p.data, p.len);
+			pkts[out] = p;
+			pkts[out++].data = f->dup_buf[ndup++];
+			f->duplicated++;
+		}
+	}
+	return out;
+}
