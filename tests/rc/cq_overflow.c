@@ -96,5 +96,11 @@ int main(void)
 		FAIL("%d completions in a %d-entry CQ", got, cq->cqe);
 	printf("cq_overflow: %d completions into a %d-entry CQ: IBV_EVENT_CQ_ERR, %d kept\n", n,
 	       cq->cqe, got);
+	ibv_destroy_qp(qp);
+	ibv_destroy_cq(cq);
+	ibv_dereg_mr(mr);
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	ibv_free_device_list(list);
 	return 0;
 }

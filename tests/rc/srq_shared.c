@@ -140,6 +140,17 @@ int main(void)
 	ibv_ack_async_event(&ev);
 	if (ibv_destroy_srq(srq) != EBUSY)
 		FAIL("destroying an SRQ in use did not fail with EBUSY");
+	for (int i = 0; i < 2; i++) {
+		ibv_destroy_qp(rx[i]);
+		ibv_destroy_qp(tx[i]);
+	}
+	if (ibv_destroy_srq(srq))
+		FAIL("destroy_srq once unused");
+	ibv_destroy_cq(cq);
+	ibv_dereg_mr(mr);
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	ibv_free_device_list(list);
 	printf("srq_shared: %d messages over 2 QPs from one SRQ, limit event, EBUSY\n", NRECV);
 	return 0;
 }

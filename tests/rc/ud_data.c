@@ -169,6 +169,16 @@ int main(void)
 		FAIL("a datagram over the MTU was accepted");
 	if (post_send(&b, NULL, a.qp->qp_num, QKEY, 8, 1, false) != EINVAL)
 		FAIL("a datagram without an AH was accepted");
+	ibv_destroy_ah(ah);
+	for (struct end *e = &a; e; e = e == &a ? &b : e == &b ? &c : NULL) {
+		ibv_destroy_qp(e->qp);
+		ibv_destroy_cq(e->cq);
+		ibv_dereg_mr(e->mr);
+		free(e->buf);
+	}
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	ibv_free_device_list(list);
 	printf("ud_data: sizes 0..%u from two peers, GRH, Q_Key and limits checked\n", mtu);
 	return 0;
 }
