@@ -227,7 +227,8 @@ static uint32_t read_npkts(const struct urnic_qp *qp, uint32_t len)
 	return len ? (len + qp->mtu - 1) / qp->mtu : 1;
 }
 
-static enum resp_outcome start_read(struct urnic_qp *qp, const struct resp_pkt *rp)
+/* A READ request's RETH against the MRs: RESP_DONE, or the NAK it earns. */
+static enum resp_outcome check_read(struct urnic_qp *qp, const struct resp_pkt *rp)
 {
 	const uint8_t *reth = rp->bth + rp->op->reth;
 	uint32_t len = reth_len(reth);
@@ -238,19 +239,36 @@ static enum resp_outcome start_read(struct urnic_qp *qp, const struct resp_pkt *
 	bool ok = !len || urnic_mr_find(qp->dev, qp_pd(qp), reth_rkey(reth), reth_va(reth), len,
 					IBV_ACCESS_REMOTE_READ);
 	pthread_rwlock_unlock(&qp->dev->mr_lock);
-	if (!ok)
-		return RESP_NAK_ACC;
+	return ok ? RESP_DONE : RESP_NAK_ACC;
+}
+
+/* Arms a resource to answer the READ in rp, from its PSN with its RETH. */
+static void arm_read(struct urnic_qp *qp, struct urnic_rd_res *r, const struct resp_pkt *rp,
+		     bool replay)
+{
+	const uint8_t *reth = rp->bth + rp->op->reth;
+
+	*r = (struct urnic_rd_res){.busy = true,
+				   .replay = replay,
+				   .psn = rp->psn,
+				   .npkts = read_npkts(qp, reth_len(reth)),
+				   .va = reth_va(reth),
+				   .rkey = reth_rkey(reth),
+				   .length = reth_len(reth)};
+	qp->dev->tx_pending = true;
+}
+
+static enum resp_outcome start_read(struct urnic_qp *qp, const struct resp_pkt *rp)
+{
+	enum resp_outcome out = check_read(qp, rp);
+
+	if (out != RESP_DONE)
+		return out;
 	struct urnic_rd_res *r = rd_alloc(qp);
 
 	if (!r)
 		return RESP_NAK_INV; /* more READs/atomics in flight than max_dest_rd_atomic */
-	*r = (struct urnic_rd_res){.busy = true,
-				   .psn = rp->psn,
-				   .npkts = read_npkts(qp, len),
-				   .va = reth_va(reth),
-				   .rkey = reth_rkey(reth),
-				   .length = len};
-	qp->dev->tx_pending = true;
+	arm_read(qp, r, rp, false);
 	return RESP_DONE;
 }
 
@@ -267,27 +285,12 @@ static struct urnic_rd_res *rd_find(struct urnic_qp *qp, uint32_t psn)
 	return NULL;
 }
 
-/* A retried READ: checked again like a new one, answered from its PSN with its RETH. */
+/* A retried READ: checked again like a new one, answered from its PSN with its RETH. A retry
+ * cannot gain rights the original lacked: a failing one is dropped. */
 static void restart_read(struct urnic_qp *qp, struct urnic_rd_res *r, const struct resp_pkt *rp)
 {
-	const uint8_t *reth = rp->bth + rp->op->reth;
-	uint32_t len = reth_len(reth);
-
-	pthread_rwlock_rdlock(&qp->dev->mr_lock);
-	bool ok = len <= URNIC_MAX_MSG_SIZE &&
-		  (!len || urnic_mr_find(qp->dev, qp_pd(qp), reth_rkey(reth), reth_va(reth), len,
-					 IBV_ACCESS_REMOTE_READ));
-	pthread_rwlock_unlock(&qp->dev->mr_lock);
-	if (!ok) /* a retry cannot gain rights the original lacked: drop it */
-		return;
-	*r = (struct urnic_rd_res){.busy = true,
-				   .replay = true,
-				   .psn = rp->psn,
-				   .npkts = read_npkts(qp, len),
-				   .va = reth_va(reth),
-				   .rkey = reth_rkey(reth),
-				   .length = len};
-	qp->dev->tx_pending = true;
+	if (check_read(qp, rp) == RESP_DONE)
+		arm_read(qp, r, rp, true);
 }
 
 static void send_atomic_ack(struct urnic_qp *qp, struct urnic_txbatch *b, uint32_t psn,
