@@ -1,0 +1,292 @@
+#!/usr/bin/env bash
+# run.sh - runs Debian's unmodified RDMA tools between urnic (host side of netns urnicix) and kernel rdma_rxe
+# (a qemu guest on the same bridge), each pair both ways, and checks both stacks' counters.
+#
+# Usage (from the repo root, as root):  bash tests/interop/run.sh BUILD_DIR
+# Exit: 0 every pair passed; 77 this machine cannot run the guest (message says why); 1 a pair failed.
+# Each run: tshark captures the bridge to OUT/<pair>.<direction>.pcap; both sides run under timeout and must
+# exit 0; the rxe counters (rdma statistic) and urnic's (URNIC_STATS_DUMP) must show no dropped packet:
+# rxe's rcvd_pkts grows by exactly the number of packets urnic put on the wire, urnic's drop_* stay 0.
+# Environment: URNIC_IX_OUT (default BUILD_DIR/interop), URNIC_IX_ONLY (regex on pair names),
+#   URNIC_IX_PERFTEST=0 (skip perftest pairs), URNIC_IX_TIMEOUT (seconds per run, default 120),
+#   URNIC_IX_BUDGET (seconds for the whole script, default 840), URNIC_IX_KEEP=1 (leave the guest up, reuse it),
+#   URNIC_IX_TRACE=1 (URNIC_TRACE=1 on urnic's side).
+set -uo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+VM=$HERE/vm.sh
+NET=${URNIC_IX_NET:-10.77.91}
+export URNIC_IX_NET=$NET
+NS=${URNIC_IX_NS:-urnicix}
+export URNIC_IX_NS=$NS
+HOST_IP=$NET.1
+GUEST_IP=$NET.2
+RUN_TIMEOUT=${URNIC_IX_TIMEOUT:-120}
+BUDGET=${URNIC_IX_BUDGET:-840}
+T_START=$(date +%s)
+PORT=18600 # TCP port of the tools' out-of-band exchange; one per run, so no run waits on another's TIME_WAIT
+
+say() { printf '[%4ds] %s\n' "$(($(date +%s) - T_START))" "$*"; }
+skip() { echo "run.sh: SKIP: $*" >&2; exit 77; }
+die() { echo "run.sh: FAIL: $*" >&2; exit 1; }
+vm() { bash "$VM" "$@"; }
+nsx() { ip netns exec "$NS" "$@"; }
+
+# ---- setup ------------------------------------------------------------------------------------------
+
+[ $# -eq 1 ] || { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+BUILD=$(cd "$1" 2>/dev/null && pwd) || die "no build directory $1"
+URNIC=$BUILD/bin/urnic
+[ -x "$URNIC" ] && [ -e "$BUILD/lib/libibverbs.so.1" ] || die "$BUILD has no bin/urnic or lib/libibverbs.so.1: build first"
+OUT=${URNIC_IX_OUT:-$BUILD/interop}
+[ "$(id -u)" -eq 0 ] || skip "needs root (netns, tap, qemu)"
+command -v ibv_rc_pingpong >/dev/null || skip "ibv_rc_pingpong missing on the host (apt-get install ibverbs-utils)"
+[ -c /dev/net/tun ] || skip "/dev/net/tun missing"
+ip netns list >/dev/null 2>&1 || skip "cannot list network namespaces"
+rm -rf "$OUT"
+mkdir -p "$OUT" /run/urnic-interop
+exec 8>/run/urnic-interop/run.lock
+flock -n 8 || die "another run.sh holds /run/urnic-interop/run.lock"
+
+BG_PIDS=()
+cleanup() {
+	local p
+	for p in "${BG_PIDS[@]}"; do kill -0 "$p" 2>/dev/null && stop "$p"; done
+	if [ "${URNIC_IX_KEEP:-0}" != 1 ]; then vm down >/dev/null 2>&1; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+t=$(date +%s)
+bash "$HERE/image.sh"
+rc=$?
+[ $rc -eq 77 ] && exit 77
+[ $rc -eq 0 ] || die "image.sh failed ($rc)"
+T_IMAGE=$(($(date +%s) - t))
+say "image ready in ${T_IMAGE}s"
+
+# URNIC_IX_KEEP=1 also reuses a guest a previous URNIC_IX_KEEP=1 run left up.
+[ "${URNIC_IX_KEEP:-0}" = 1 ] || vm down >/dev/null 2>&1
+t=$(date +%s)
+vm up 1 8>&- # qemu outlives this script: it must not inherit the lock
+rc=$?
+[ $rc -eq 77 ] && exit 77
+[ $rc -eq 0 ] || die "guest did not boot (console: /run/urnic-interop/vm0.console)"
+T_BOOT=$(($(date +%s) - t))
+say "guest up in ${T_BOOT}s"
+
+# rxe on 6.1 lists only RoCE v2 GIDs; take the index of the IPv4-mapped one rather than assuming 1. The GID
+# table fills in asynchronously after "rdma link add", so poll for it.
+RXE_GID=$(vm exec -t 60 "modprobe rdma_rxe && { rdma link show rxe0/1 >/dev/null 2>&1 ||
+	rdma link add rxe0 type rxe netdev eth0; } || exit 1
+	want=0000:0000:0000:0000:0000:ffff:$(printf '%02x%02x:%02x%02x' ${GUEST_IP//./ })
+	for try in \$(seq 100); do
+		for g in \$(seq 0 15); do
+			[ \"\$(cat /sys/class/infiniband/rxe0/ports/1/gids/\$g)\" = \$want ] && { echo \$g; exit 0; }
+		done
+		sleep 0.1
+	done" | tail -n 1)
+[[ $RXE_GID =~ ^[0-9]+$ ]] || die "rxe0 in the guest has no GID ::ffff:$GUEST_IP"
+vm exec -t 30 'uname -r; ibv_devinfo -d rxe0 | grep -E "state|mtu"' >"$OUT/guest-rxe0.txt"
+say "guest rxe0 up, GID index $RXE_GID for ::ffff:$GUEST_IP ($(head -n 1 "$OUT/guest-rxe0.txt"))"
+
+PERFTEST=1
+if [ "${URNIC_IX_PERFTEST:-1}" = 0 ]; then
+	PERFTEST=0 PERFTEST_WHY="URNIC_IX_PERFTEST=0"
+elif ! command -v ib_write_bw >/dev/null; then
+	PERFTEST=0 PERFTEST_WHY="perftest not installed on the host"
+# "ib_write_bw -h" exits 1 even when it works: judge by the loader's messages instead.
+elif err=$(nsx env URNIC_ADDR="$HOST_IP" "$URNIC" exec -- ib_write_bw -h 2>&1 >/dev/null);
+	grep -q 'symbol lookup error\|error while loading' <<<"$err"; then
+	PERFTEST=0 PERFTEST_WHY="perftest does not load over urnic: $(grep -m1 -o '[^:]*error.*' <<<"$err")"
+fi
+
+# ---- the pairs --------------------------------------------------------------------------------------
+# name | program and arguments both sides give | urnic's extra arguments | rxe's extra arguments
+# Iteration counts are small: under TCG rxe moves about 1-2 MB/s.
+PAIRS=(
+	"rc_pingpong-4k|ibv_rc_pingpong -s 4096 -n 100|-g 0|-d rxe0 -g $RXE_GID"
+	"rc_pingpong-4k-e|ibv_rc_pingpong -s 4096 -n 100 -e|-g 0|-d rxe0 -g $RXE_GID"
+	"rc_pingpong-1m|ibv_rc_pingpong -s 1048576 -n 5|-g 0|-d rxe0 -g $RXE_GID"
+	"rc_pingpong-1m-e|ibv_rc_pingpong -s 1048576 -n 5 -e|-g 0|-d rxe0 -g $RXE_GID"
+)
+# perftest: -o 16 because each side sets its max_rd_atomic to the other's outstanding-reads figure, and rxe's
+# 128 exceeds urnic's max_qp_rd_atom (16): modify_qp(RTS) fails on urnic's side without it. -u 18 (1 s ACK
+# timeout instead of perftest's 67 ms): a TCG guest on a busy host stalls for hundreds of milliseconds, and
+# every needless go-back-N retry queues another window of duplicates in front of the slow receiver.
+PT="-F -u 18"
+PERF_PAIRS=(
+	"ib_write_bw|ib_write_bw -s 4096 -n 200 $PT|-x 0|-d rxe0 -x $RXE_GID"
+	"ib_read_bw|ib_read_bw -s 4096 -n 200 -o 16 $PT|-x 0|-d rxe0 -x $RXE_GID"
+	"ib_send_bw|ib_send_bw -s 4096 -n 200 $PT|-x 0|-d rxe0 -x $RXE_GID"
+	"ib_atomic_bw|ib_atomic_bw -n 200 -o 16 $PT|-x 0|-d rxe0 -x $RXE_GID"
+	"ib_write_lat|ib_write_lat -s 64 -n 200 $PT|-x 0|-d rxe0 -x $RXE_GID"
+	"ib_read_lat|ib_read_lat -s 64 -n 200 -o 16 $PT|-x 0|-d rxe0 -x $RXE_GID"
+)
+[ $PERFTEST = 1 ] && PAIRS+=("${PERF_PAIRS[@]}")
+
+# rxe0's counters as "name value" lines ("rdma statistic" prints "link rxe0/1 name value name value ..."),
+# and what the guest dropped below rxe: eth0's receive drops and the UDP layer's errors.
+rxe_counters() {
+	vm exec -t 30 'rdma statistic show link rxe0/1
+		echo "x x eth0_rx_dropped $(cat /sys/class/net/eth0/statistics/rx_dropped)"
+		awk "/^Udp:/ { if (n++) print \"x x udp_InErrors\", \$4, \"udp_RcvbufErrors\", \$6 }" /proc/net/snmp' |
+		awk '{ for (i = 3; i < NF; i += 2) print $i, $(i + 1) }'
+}
+
+# delta BEFORE AFTER: "name=delta" for every counter that moved.
+delta() {
+	awk 'NR == FNR { b[$1] = $2; next } $2 != b[$1] { printf "%s=%d\n", $1, $2 - b[$1] }' "$1" "$2"
+}
+
+# wait_listen SIDE PORT: until the side's server listens on its TCP port (30 s at most).
+wait_listen() {
+	local i
+	for i in $(seq 60); do
+		if [ "$1" = urnic ]; then
+			nsx ss -ltnH "sport = :$2" | grep . >/dev/null && return 0
+		else
+			vm exec -t 10 "ss -ltnH 'sport = :$2'" 2>/dev/null | grep . >/dev/null && return 0
+		fi
+		sleep 0.5
+	done
+	return 1
+}
+
+# start SIDE LOG LIMIT ARGS...: runs the tool on one side in the background; its pid in STARTED.
+start() {
+	local side=$1 log=$2 limit=$3
+	shift 3
+	if [ "$side" = urnic ]; then
+		ip netns exec "$NS" timeout "$limit" env URNIC_ADDR="$HOST_IP" URNIC_STATS_DUMP=1 \
+			${URNIC_IX_TRACE:+URNIC_TRACE=1} "$URNIC" exec -- "$@" >"$log" 2>&1 8>&- &
+	else
+		bash "$VM" exec -t "$((limit + 5))" "timeout $limit $*" >"$log" 2>&1 8>&- &
+	fi
+	STARTED=$!
+	BG_PIDS+=("$STARTED")
+}
+
+# stop PID: SIGTERM (a background job ignores SIGINT), SIGKILL if it is still there after 10 s.
+stop() {
+	kill "$1" 2>/dev/null
+	for _ in $(seq 100); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+	kill -9 "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+}
+
+RESULTS=()
+FAILED=0
+
+# run_pair NAME TOOL URNIC_ARGS RXE_ARGS SERVER: one run, server on SERVER's side, client on the other.
+run_pair() {
+	local name=$1 tool=$2 uargs=$3 rargs=$4 server=$5 client dir limit base
+	local spid cpid src crc tpid t0 why="" urnic_log pcap before after
+	if [ "$server" = urnic ]; then client=rxe dir="urnic-srv/rxe-cli"; else client=urnic dir="rxe-srv/urnic-cli"; fi
+	base=$OUT/$name.$server-server
+	pcap=$base.pcap
+	limit=$(( BUDGET - ($(date +%s) - T_START) - 30 ))
+	[ $limit -gt "$RUN_TIMEOUT" ] && limit=$RUN_TIMEOUT
+	if [ $limit -lt 20 ]; then
+		RESULTS+=("$name|$dir|NOT RUN|-|time budget of ${BUDGET}s spent")
+		FAILED=1
+		return
+	fi
+	PORT=$((PORT + 1))
+	say "$name $dir (port $PORT, limit ${limit}s)"
+	t0=$(date +%s)
+
+	# Started as a plain command, not through a function, so that $! is tshark itself and SIGTERM reaches it.
+	ip netns exec "$NS" tshark -i ixbr0 -f 'udp port 4791' -F pcap -w "$pcap" -q >"$base.tshark.log" 2>&1 8>&- &
+	tpid=$!
+	BG_PIDS+=("$tpid")
+	for _ in $(seq 50); do grep -q 'Capturing on' "$base.tshark.log" && break; sleep 0.1; done
+	before=$base.rxe-before
+	after=$base.rxe-after
+	rxe_counters >"$before"
+
+	local -A args=([urnic]="$tool $uargs -p $PORT" [rxe]="$tool $rargs -p $PORT")
+	local peer_ip
+	[ "$server" = urnic ] && peer_ip=$HOST_IP || peer_ip=$GUEST_IP
+	start "$server" "$base.server.log" "$limit" ${args[$server]}
+	spid=$STARTED
+	if wait_listen "$server" "$PORT"; then
+		start "$client" "$base.client.log" "$limit" ${args[$client]} "$peer_ip"
+		cpid=$STARTED
+		wait "$cpid"
+		crc=$?
+	else
+		crc=-1
+		why="server never listened on $PORT;"
+	fi
+	wait "$spid"
+	src=$?
+	sleep 0.5 # let the last ACK reach the capture
+	stop "$tpid"
+	rxe_counters >"$after"
+
+	# Figures: packets each side put on the wire, rxe's counter deltas, urnic's non-zero counters.
+	local n_urnic n_rxe rxe_delta rcvd urnic_cnt drops
+	n_urnic=$(tshark -r "$pcap" -Y "ip.src == $HOST_IP" -T fields -e frame.number 2>/dev/null | wc -l)
+	n_rxe=$(tshark -r "$pcap" -Y "ip.src == $GUEST_IP" -T fields -e frame.number 2>/dev/null | wc -l)
+	rxe_delta=$(delta "$before" "$after" | tr '\n' ' ')
+	rcvd=$(sed -n 's/.*\brcvd_pkts=\([0-9]*\).*/\1/p' <<<"$rxe_delta")
+	rcvd=${rcvd:-0}
+	if [ "$server" = urnic ]; then urnic_log=$base.server.log; else urnic_log=$base.client.log; fi
+	# perftest leaves its last line unterminated, so the dump need not start a line.
+	local dump
+	dump=$(grep -o 'urnic: [^ ]* (pid [0-9]*) counters:.*' "$urnic_log" | head -n 1)
+	urnic_cnt=${dump#*counters:}
+	drops=$(tr ' ' '\n' <<<"$urnic_cnt" | grep '^drop_' | tr '\n' ' ')
+
+	[ "$src" = 0 ] || why+=" server exit $src;"
+	[ "$crc" = 0 ] || why+=" client exit $crc;"
+	[ -n "$dump" ] || why+=" no URNIC_STATS_DUMP line;"
+	[ -z "$drops" ] || why+=" urnic dropped: $drops;"
+	[ "$rcvd" = "$n_urnic" ] || why+=" rxe rcvd_pkts +$rcvd but urnic sent $n_urnic;"
+	local rxe_errs
+	rxe_errs=$(tr ' ' '\n' <<<"$rxe_delta" | grep -vE '^(sent_pkts|rcvd_pkts|rdma_sends|rdma_recvs|ack_deferred)=|^$' | tr '\n' ' ')
+	local figures="${n_urnic} urnic pkts, ${n_rxe} rxe pkts; rxe: ${rxe_errs:-no error counters}; urnic: ${drops:-no drops}"
+	local retr
+	retr=$(tr ' ' '\n' <<<"$urnic_cnt" | grep -E '^(retransmitted_packets|ack_timeouts|duplicate_requests|nak_)' | tr '\n' ' ')
+	[ -n "$retr" ] && figures+=" ($retr)"
+	# Both stacks' ICRCs, recomputed from the capture by urnic's own checker when the build has it.
+	if [ -x "$BUILD/bin/wire_icrc_check" ]; then
+		if "$BUILD/bin/wire_icrc_check" -a "$HOST_IP" -a "$GUEST_IP" "$pcap" >"$base.icrc.log" 2>&1; then
+			figures+="; pcap ICRC ok"
+		else
+			why+=" pcap ICRC check failed ($(grep -m1 FAIL "$base.icrc.log"));"
+		fi
+	fi
+	local verdict=PASS
+	[ -z "$why" ] || { verdict=FAIL FAILED=1 figures="$why $figures"; }
+	RESULTS+=("$name|$dir|$verdict|$(($(date +%s) - t0))s|$figures")
+	say "  $verdict $(($(date +%s) - t0))s: $figures"
+}
+
+for p in "${PAIRS[@]}"; do
+	IFS='|' read -r name tool uargs rargs <<<"$p"
+	[[ -z ${URNIC_IX_ONLY:-} || $name =~ $URNIC_IX_ONLY ]] || continue
+	run_pair "$name" "$tool" "$uargs" "$rargs" urnic
+	run_pair "$name" "$tool" "$uargs" "$rargs" rxe
+done
+
+# ---- afterwards: the guest's view of the whole session -------------------------------------------
+rxe_counters >"$OUT/rxe-counters-final.txt"
+vm exec -t 30 'dmesg | grep -iE "rxe|rdma|icrc" | tail -n 50' >"$OUT/guest-dmesg.txt" 2>&1
+cp /run/urnic-interop/vm0.console "$OUT/guest-console.txt" 2>/dev/null
+
+echo
+echo "== urnic <-> rdma_rxe interop ($(head -n 1 "$OUT/guest-rxe0.txt"), logs and pcaps in $OUT) =="
+printf '%-18s %-18s %-7s %-6s %s\n' PAIR DIRECTION RESULT TIME FIGURES
+for r in "${RESULTS[@]}"; do
+	IFS='|' read -r a b c d e <<<"$r"
+	printf '%-18s %-18s %-7s %-6s %s\n' "$a" "$b" "$c" "$d" "$e"
+done
+[ $PERFTEST = 1 ] || echo "perftest pairs SKIPPED: $PERFTEST_WHY"
+echo "rxe0 counters after all runs: $(awk '{ printf "%s=%s ", $1, $2 }' "$OUT/rxe-counters-final.txt")"
+grep -qi 'icrc' "$OUT/guest-dmesg.txt" && { echo "guest dmesg mentions ICRC:"; grep -i icrc "$OUT/guest-dmesg.txt"; FAILED=1; }
+echo "timings: image ${T_IMAGE}s, boot ${T_BOOT}s, total $(($(date +%s) - T_START))s"
+[ ${#RESULTS[@]} -gt 0 ] || die "no pair matched URNIC_IX_ONLY=${URNIC_IX_ONLY:-}"
+[ $FAILED = 0 ] && echo "run.sh: all ${#RESULTS[@]} runs passed" || echo "run.sh: FAILED"
+exit $FAILED

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# samples.sh - cuts small reference captures of kernel rxe's own packets out of run.sh's captures.
+#
+# Usage: bash tests/interop/samples.sh RUN_OUT DEST [N]
+#   RUN_OUT  the directory run.sh wrote (BUILD_DIR/interop); DEST: where the samples go (tests/data)
+#   N        rxe packets kept from each direction (default 12)
+# For each tool it keeps the first N packets the guest (rxe) sent in both runs (rxe as client, rxe as server),
+# so a sample holds rxe's requests and its responses/ACKs, with their real IP headers and ICRCs.
+# urnic's packets are left out: the samples are what rxe puts on the wire.
+set -euo pipefail
+
+[ $# -ge 2 ] || { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+OUT=$1 DEST=$2 N=${3:-12}
+GUEST_IP=${URNIC_IX_NET:-10.77.91}.2
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+# sample NAME RUN: DEST/rxe-NAME.pcap from OUT/RUN.{urnic,rxe}-server.pcap.
+sample() {
+	local name=$1 run=$2 side parts=()
+	for side in urnic rxe; do
+		[ -e "$OUT/$run.$side-server.pcap" ] || { echo "samples.sh: no $OUT/$run.$side-server.pcap" >&2; return 1; }
+		tshark -r "$OUT/$run.$side-server.pcap" -Y "ip.src == $GUEST_IP && udp.dstport == 4791" -c "$N" \
+			-F pcap -w "$TMP/$run.$side.pcap" 2>/dev/null
+		parts+=("$TMP/$run.$side.pcap")
+	done
+	mergecap -F pcap -w "$DEST/rxe-$name.pcap" "${parts[@]}"
+	printf '%-28s %6d bytes  ' "rxe-$name.pcap" "$(stat -c %s "$DEST/rxe-$name.pcap")"
+	tshark -r "$DEST/rxe-$name.pcap" -T fields -e infiniband.bth.opcode 2>/dev/null |
+		sort -n | uniq -c | awk '{ printf "op%s x%s  ", $2, $1 } END { print "" }'
+}
+
+mkdir -p "$DEST"
+sample rc-pingpong-4k rc_pingpong-4k
+sample ib_write_bw ib_write_bw
+sample ib_read_lat ib_read_lat
+sample ib_atomic_bw ib_atomic_bw
