@@ -38,7 +38,6 @@
 	X(drop_peer, "drop_wrong_peer")                                                            \
 	X(drop_psn, "drop_psn_out_of_window")                                                      \
 	X(drop_length, "drop_bad_length")                                                          \
-	X(drop_nomem, "drop_no_buffer")                                                            \
 	X(drop_qkey, "drop_bad_qkey")                                                              \
 	X(drop_no_recv, "drop_no_receive_wqe")                                                     \
 	X(cq_overflow, "cq_overflow")

@@ -36,11 +36,6 @@ void urnic_engine_deadline(struct urnic_dev *dev, uint64_t deadline)
 		urnic_engine_wake(dev);
 }
 
-void urnic_engine_kick(struct urnic_qp *qp)
-{
-	urnic_engine_deadline(qp->dev, 0);
-}
-
 static void send_owed_acks(struct urnic_dev *dev, struct urnic_txbatch *b)
 {
 	while (dev->ack_list) {

@@ -65,8 +65,6 @@ void urnic_engine_stop(struct urnic_dev *dev);
 void urnic_engine_wake(struct urnic_dev *dev);
 /* Called after setting a QP deadline: wakes the engine if it sleeps past it. */
 void urnic_engine_deadline(struct urnic_dev *dev, uint64_t deadline);
-/* Asks the engine to give this QP a turn (pending READ responses). */
-void urnic_engine_kick(struct urnic_qp *qp);
 /* Runs one engine turn in the calling application thread (from an empty poll_cq). */
 void urnic_progress(struct urnic_dev *dev);
 /* The application is about to block: the engine thread takes over at once. */
