@@ -48,7 +48,8 @@ debootstrap_root() {
 	[ -n "$mirror" ] || skip "no Debian mirror in /etc/apt (set MIRROR=)"
 	echo "image.sh: debootstrap bookworm from $mirror into $ROOT"
 	rm -rf "$ROOT"
-	if ! debootstrap --variant=minbase --include="$GUEST_PKGS" bookworm "$ROOT" "$mirror" \
+	# Bounded: run.sh promises to finish in 15 minutes even on a cold cache.
+	if ! timeout "${URNIC_IX_DEBOOTSTRAP_TIMEOUT:-600}" debootstrap --variant=minbase --include="$GUEST_PKGS" bookworm "$ROOT" "$mirror" \
 		>"$CACHE/debootstrap.log" 2>&1; then
 		tail -n 20 "$CACHE/debootstrap.log" >&2
 		grep -qiE 'resolve|connect|Failed getting release file' "$CACHE/debootstrap.log" &&

@@ -4,12 +4,13 @@
 #
 # Usage (from the repo root, as root):  bash tests/interop/run.sh BUILD_DIR
 # Exit: 0 every pair passed; 77 this machine cannot run the guest (message says why); 1 a pair failed.
-# Each run: tshark captures the bridge to OUT/<pair>.<direction>.pcap; both sides run under timeout and must
+# Each run: tshark captures the bridge to OUT/<pair>.<side>-server.pcap; both sides run under timeout and must
 # exit 0; the rxe counters (rdma statistic) and urnic's (URNIC_STATS_DUMP) must show no dropped packet:
-# rxe's rcvd_pkts grows by exactly the number of packets urnic put on the wire, urnic's drop_* stay 0.
+# rxe's rcvd_pkts (counted only after its header and ICRC checks) grows by exactly the number of packets urnic
+# put on the wire, urnic's drop_* stay 0, and urnic's wire_icrc_check recomputes every ICRC in the capture.
 # Environment: URNIC_IX_OUT (default BUILD_DIR/interop), URNIC_IX_ONLY (regex on pair names),
 #   URNIC_IX_PERFTEST=0 (skip perftest pairs), URNIC_IX_TIMEOUT (seconds per run, default 120),
-#   URNIC_IX_BUDGET (seconds for the whole script, default 840), URNIC_IX_KEEP=1 (leave the guest up, reuse it),
+#   URNIC_IX_BUDGET (seconds for the whole script, default 780), URNIC_IX_KEEP=1 (leave the guest up, reuse it),
 #   URNIC_IX_TRACE=1 (URNIC_TRACE=1 on urnic's side).
 set -uo pipefail
 
@@ -22,7 +23,7 @@ export URNIC_IX_NS=$NS
 HOST_IP=$NET.1
 GUEST_IP=$NET.2
 RUN_TIMEOUT=${URNIC_IX_TIMEOUT:-120}
-BUDGET=${URNIC_IX_BUDGET:-840}
+BUDGET=${URNIC_IX_BUDGET:-780}
 T_START=$(date +%s)
 PORT=18600 # TCP port of the tools' out-of-band exchange; one per run, so no run waits on another's TIME_WAIT
 
@@ -141,8 +142,7 @@ delta() {
 
 # wait_listen SIDE PORT: until the side's server listens on its TCP port (30 s at most).
 wait_listen() {
-	local i
-	for i in $(seq 60); do
+	for _ in $(seq 60); do
 		if [ "$1" = urnic ]; then
 			nsx ss -ltnH "sport = :$2" | grep . >/dev/null && return 0
 		else

@@ -20,8 +20,10 @@ sample() {
 	local name=$1 run=$2 side parts=()
 	for side in urnic rxe; do
 		[ -e "$OUT/$run.$side-server.pcap" ] || { echo "samples.sh: no $OUT/$run.$side-server.pcap" >&2; return 1; }
-		tshark -r "$OUT/$run.$side-server.pcap" -Y "ip.src == $GUEST_IP && udp.dstport == 4791" -c "$N" \
-			-F pcap -w "$TMP/$run.$side.pcap" 2>/dev/null
+		# Filter first, then cut: tshark's -c counts the packets it reads, not those that pass -Y.
+		tshark -r "$OUT/$run.$side-server.pcap" -Y "ip.src == $GUEST_IP && udp.dstport == 4791" \
+			-F pcap -w "$TMP/$run.$side.all.pcap" 2>/dev/null
+		editcap -F pcap -r "$TMP/$run.$side.all.pcap" "$TMP/$run.$side.pcap" "1-$N"
 		parts+=("$TMP/$run.$side.pcap")
 	done
 	mergecap -F pcap -w "$DEST/rxe-$name.pcap" "${parts[@]}"
@@ -34,4 +36,5 @@ mkdir -p "$DEST"
 sample rc-pingpong-4k rc_pingpong-4k
 sample ib_write_bw ib_write_bw
 sample ib_read_lat ib_read_lat
+sample ib_read_bw ib_read_bw
 sample ib_atomic_bw ib_atomic_bw

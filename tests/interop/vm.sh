@@ -34,6 +34,7 @@ check_machine() {
 	command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 missing (run tests/interop/image.sh)"
 	[ -e "$IMG" ] || skip "no guest image at $IMG (run tests/interop/image.sh)"
 	[ -c /dev/net/tun ] || skip "/dev/net/tun missing"
+	qemu-system-x86_64 -accel help 2>/dev/null | grep -x "$ACCEL" >/dev/null || skip "qemu has no $ACCEL accelerator"
 }
 
 net_up() {
@@ -41,12 +42,13 @@ net_up() {
 	ip netns list | grep -x "$NS\( .*\)\?" >/dev/null || ip netns add "$NS" || skip "cannot create netns $NS"
 	nsx ip link set lo up
 	if ! nsx ip link show ixbr0 >/dev/null 2>&1; then
-		nsx ip link add ixbr0 type bridge stp_state 0 forward_delay 0
+		nsx ip link add ixbr0 type bridge stp_state 0 forward_delay 0 || skip "cannot create a bridge in $NS"
 		nsx ip addr add "$NET.1/24" dev ixbr0
 		nsx ip link set ixbr0 up
 	fi
 	for ((i = 0; i < n; i++)); do
-		nsx ip link show "ixtap$i" >/dev/null 2>&1 || nsx ip tuntap add "ixtap$i" mode tap
+		nsx ip link show "ixtap$i" >/dev/null 2>&1 || nsx ip tuntap add "ixtap$i" mode tap ||
+			skip "cannot create tap ixtap$i"
 		nsx ip link set "ixtap$i" master ixbr0 up
 	done
 }
@@ -65,7 +67,7 @@ boot_guest() {
 		-device "virtio-net-pci,netdev=n0,mac=52:54:00:1c:00:$(printf %02x $((2 + i)))" \
 		-display none -serial "file:$RUN/vm$i.console" -monitor none \
 		-daemonize -pidfile "$RUN/vm$i.pid" 2>"$RUN/vm$i.qemu.err" ||
-		die "qemu for guest $i failed: $(cat "$RUN/vm$i.qemu.err")"
+		skip "qemu cannot start guest $i: $(cat "$RUN/vm$i.qemu.err")"
 }
 
 guest_alive() { [ -e "$RUN/vm$1.pid" ] && kill -0 "$(cat "$RUN/vm$1.pid")" 2>/dev/null; }
@@ -99,7 +101,7 @@ cmd_up() {
 }
 
 cmd_exec() {
-	local i=0 limit=300 rc
+	local i=0 limit=300
 	while [ $# -gt 0 ]; do
 		case $1 in
 		-n) i=$2; shift 2 ;;
