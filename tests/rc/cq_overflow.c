@@ -7,37 +7,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "loop_qp.h"
+
 #define FAIL(...)                                                                                  \
 	do {                                                                                       \
 		fprintf(stderr, "cq_overflow: " __VA_ARGS__);                                      \
 		fputc('\n', stderr);                                                               \
 		exit(1);                                                                           \
 	} while (0)
-
-static void to_rts(struct ibv_qp *qp, union ibv_gid gid, enum ibv_mtu mtu)
-{
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1,
-				.qp_access_flags = IBV_ACCESS_REMOTE_WRITE};
-
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-					   IBV_QP_ACCESS_FLAGS))
-		FAIL("INIT");
-	a = (struct ibv_qp_attr){.qp_state = IBV_QPS_RTR, .path_mtu = mtu,
-				 .dest_qp_num = qp->qp_num, .rq_psn = 1, .max_dest_rd_atomic = 1,
-				 .min_rnr_timer = 12,
-				 .ah_attr = {.is_global = 1, .port_num = 1,
-					     .grh = {.dgid = gid, .hop_limit = 64}}};
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-					   IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-					   IBV_QP_MIN_RNR_TIMER))
-		FAIL("RTR");
-	a = (struct ibv_qp_attr){.qp_state = IBV_QPS_RTS, .sq_psn = 1, .timeout = 14,
-				 .retry_cnt = 7, .rnr_retry = 7, .max_rd_atomic = 1};
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
-					   IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-					   IBV_QP_MAX_QP_RD_ATOMIC))
-		FAIL("RTS");
-}
 
 int main(void)
 {
@@ -62,7 +39,11 @@ int main(void)
 	if (!pd || !cq || !mr || !qp || ibv_query_port(ctx, 1, &port) ||
 	    ibv_query_gid(ctx, 1, 0, &gid))
 		FAIL("setup");
-	to_rts(qp, gid, port.active_mtu);
+	const char *step = loop_qp_connect(qp, qp->qp_num, &gid, port.active_mtu,
+					   IBV_ACCESS_REMOTE_WRITE);
+
+	if (step)
+		FAIL("%s", step);
 	int n = cq->cqe + 3;
 
 	for (int i = 0; i < n; i++) {

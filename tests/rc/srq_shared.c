@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "loop_qp.h"
+
 #define FAIL(...)                                                                                  \
 	do {                                                                                       \
 		fprintf(stderr, "srq_shared: " __VA_ARGS__);                                       \
@@ -41,25 +43,10 @@ static struct ibv_qp *make_qp(struct ibv_srq *srq)
 
 static void connect_qp(struct ibv_qp *qp, uint32_t dest)
 {
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1};
+	const char *step = loop_qp_connect(qp, dest, &gid, mtu, 0);
 
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-					   IBV_QP_ACCESS_FLAGS))
-		FAIL("INIT");
-	a = (struct ibv_qp_attr){.qp_state = IBV_QPS_RTR, .path_mtu = mtu, .dest_qp_num = dest,
-				 .rq_psn = 0, .max_dest_rd_atomic = 1, .min_rnr_timer = 1,
-				 .ah_attr = {.is_global = 1, .port_num = 1,
-					     .grh = {.dgid = gid, .hop_limit = 64}}};
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-					   IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-					   IBV_QP_MIN_RNR_TIMER))
-		FAIL("RTR");
-	a = (struct ibv_qp_attr){.qp_state = IBV_QPS_RTS, .timeout = 14, .retry_cnt = 7,
-				 .rnr_retry = 7, .max_rd_atomic = 1};
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
-					   IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-					   IBV_QP_MAX_QP_RD_ATOMIC))
-		FAIL("RTS");
+	if (step)
+		FAIL("%s: %s", step, strerror(errno));
 }
 
 int main(void)
