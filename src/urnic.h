@@ -60,6 +60,7 @@ struct urnic_dev {
 	_Atomic uint64_t timer_next;     /* no QP timer expires before this */
 	pthread_mutex_t progress_lock; /* whoever runs the engine (thread or polling app) */
 	_Atomic uint64_t app_poll_ns;   /* last time an application thread drove progress */
+	atomic_bool standing_back;      /* engine asleep, leaving the socket to a polling app */
 	/* progress_lock holder only */
 	bool tx_pending;          /* some QP has READ responses to send */
 	struct urnic_qp *ack_list; /* QPs owing an ACK after this receive batch */

@@ -99,20 +99,27 @@ static void process_rx(struct urnic_dev *dev, struct urnic_rxpkt *pkts, int n,
 }
 
 /* While an application thread polls (and so drives progress), the engine thread leaves the
- * socket to it and only looks again after URNIC_APP_POLL_NS of silence. */
+ * socket to it and only looks again after URNIC_APP_POLL_NS of silence, or when the application
+ * drains its CQ and may go elsewhere (urnic_progress_leave). standing_back is stored before
+ * app_poll_ns is read, and the application stores app_poll_ns before it reads standing_back, so
+ * one of the two always sees the other. */
 static void sleep_until(struct urnic_dev *dev, uint64_t deadline)
 {
 	struct pollfd fds[2] = {{.fd = dev->wake_fd, .events = POLLIN},
 				{.fd = dev->net.rx_fd, .events = POLLIN}};
 	struct timespec ts, *tsp = NULL;
 	uint64_t now = urnic_now_ns();
-	uint64_t app = atomic_load_explicit(&dev->app_poll_ns, memory_order_relaxed);
 	nfds_t nfds = 2;
+
+	atomic_store(&dev->standing_back, true);
+	uint64_t app = atomic_load(&dev->app_poll_ns);
 
 	if (app && now - app < URNIC_APP_POLL_NS) {
 		nfds = 1;
 		if (deadline > app + URNIC_APP_POLL_NS)
 			deadline = app + URNIC_APP_POLL_NS;
+	} else {
+		atomic_store(&dev->standing_back, false);
 	}
 
 	atomic_store(&dev->sleep_until_ns, deadline);
@@ -132,6 +139,7 @@ static void sleep_until(struct urnic_dev *dev, uint64_t deadline)
 		if (read(dev->wake_fd, &v, sizeof(v)) < 0)
 			v = 0;
 	}
+	atomic_store(&dev->standing_back, false);
 	atomic_store(&dev->sleep_until_ns, 0);
 }
 
@@ -168,6 +176,15 @@ void urnic_progress(struct urnic_dev *dev)
 	urnic_tx_init(&b, dev);
 	progress_turn(dev, pkts, &b);
 	pthread_mutex_unlock(&dev->progress_lock);
+}
+
+void urnic_progress_leave(struct urnic_dev *dev)
+{
+	if (!atomic_load_explicit(&dev->app_poll_ns, memory_order_relaxed))
+		return;
+	atomic_store(&dev->app_poll_ns, 0);
+	if (atomic_load(&dev->standing_back))
+		urnic_engine_wake(dev);
 }
 
 void urnic_progress_idle(struct urnic_dev *dev)

@@ -67,6 +67,9 @@ void urnic_engine_wake(struct urnic_dev *dev);
 void urnic_engine_deadline(struct urnic_dev *dev, uint64_t deadline);
 /* Runs one engine turn in the calling application thread (from an empty poll_cq). */
 void urnic_progress(struct urnic_dev *dev);
+/* An application poll emptied a CQ: the application may now wait on memory rather than on the
+ * CQ (perftest's write latency loop does), so the engine thread stops standing back. */
+void urnic_progress_leave(struct urnic_dev *dev);
 /* The application is about to block: the engine thread takes over at once. */
 void urnic_progress_idle(struct urnic_dev *dev);
 

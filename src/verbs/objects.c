@@ -285,6 +285,7 @@ URNIC_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
 int urnic_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 {
 	struct urnic_cq *cq = to_ucq(ibcq);
+	bool drained = false;
 	int n = 0;
 
 	if (num_entries < 0)
@@ -297,8 +298,11 @@ int urnic_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 			wc[n++] = cq->ring[cq->head & (cq->size - 1)];
 			cq->head++;
 		}
+		drained = n > 0 && cq->head == cq->tail;
 		pthread_mutex_unlock(&cq->lock);
 	}
+	if (drained)
+		urnic_progress_leave(ctx_dev(ibcq->context));
 	return n;
 }
 
