@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # deps.sh - installs what urnic needs to build and test on Debian 12 (idempotent; root or sudo).
 set -euo pipefail
-PKGS=(cmake gcc make pkg-config libibverbs-dev ibverbs-utils perftest tshark iproute2 nftables)
+PKGS=(cmake gcc make pkg-config libibverbs-dev ibverbs-utils perftest tshark iproute2 nftables valgrind)
 missing=()
 for p in "${PKGS[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

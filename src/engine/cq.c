@@ -1,11 +1,18 @@
 /* cq.c - writing completions, raising completion events, and flushing a QP that went to ERR. */
+#include <string.h>
 #include <unistd.h>
 
 #include "engine/engine.h"
 
 void urnic_async_event(struct ibv_context *ctx, const struct ibv_async_event *ev)
 {
-	if (write(to_uctx(ctx)->async_wfd, ev, sizeof(*ev)) != sizeof(*ev))
+	struct ibv_async_event out;
+
+	/* field by field into a zeroed copy: the struct's padding must not carry stack bytes */
+	memset(&out, 0, sizeof(out));
+	out.element = ev->element;
+	out.event_type = ev->event_type;
+	if (write(to_uctx(ctx)->async_wfd, &out, sizeof(out)) != sizeof(out))
 		urnic_count(ctx_dev(ctx), URNIC_C_cq_overflow, 1);
 }
 

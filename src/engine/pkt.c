@@ -2,6 +2,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/dma.h"
 #include "engine/engine.h"
 
 #include <arpa/inet.h>
@@ -92,7 +93,9 @@ void urnic_tx_finish(struct urnic_qp *qp, struct urnic_txpkt *p, uint32_t payloa
 	memset(p->trailer, 0, sizeof(p->trailer));
 	p->len = hdr_len + payload_len + pad + URNIC_ICRC_LEN;
 	p->iov[p->iovcnt++] = (struct iovec){.iov_base = p->trailer, .iov_len = pad};
+	URNIC_DMA_BEGIN(); /* the payload iovec points into an MR */
 	urnic_icrc_compute(&flow, p->iov, p->iovcnt, p->len - URNIC_ICRC_LEN, p->trailer + pad);
+	URNIC_DMA_END();
 	p->iov[p->iovcnt - 1].iov_len = pad + URNIC_ICRC_LEN;
 	if (urnic_trace)
 		urnic_trace_pkt("tx", dev, p->hdr, p->len, p->daddr);

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "common/dma.h"
 #include "engine/engine.h"
 #include "mem/mr.h"
 
@@ -182,9 +183,11 @@ static enum resp_outcome exec_write(struct urnic_qp *qp, const struct resp_pkt *
 		struct urnic_mr *mr = urnic_mr_find(qp->dev, qp_pd(qp), qp->write_rkey, qp->write_va,
 						    rp->payload_len, IBV_ACCESS_REMOTE_WRITE);
 
-		if (mr)
+		if (mr) {
+			URNIC_DMA_BEGIN();
 			memcpy(urnic_mr_ptr(mr, qp->write_va), rp->payload, rp->payload_len);
-		else
+			URNIC_DMA_END();
+		} else
 			out = RESP_NAK_ACC;
 	}
 	pthread_rwlock_unlock(&qp->dev->mr_lock);
@@ -327,6 +330,7 @@ static enum resp_outcome exec_atomic(struct urnic_qp *qp, const struct resp_pkt 
 	}
 	uint64_t *target = (uint64_t *)(void *)urnic_mr_ptr(mr, va);
 
+	URNIC_DMA_BEGIN();
 	if (bth_opcode(rp->bth) == URNIC_OP_FETCH_ADD) {
 		orig = __atomic_fetch_add(target, operand, __ATOMIC_SEQ_CST);
 	} else {
@@ -334,6 +338,7 @@ static enum resp_outcome exec_atomic(struct urnic_qp *qp, const struct resp_pkt 
 		__atomic_compare_exchange_n(target, &orig, operand, false, __ATOMIC_SEQ_CST,
 					    __ATOMIC_SEQ_CST);
 	}
+	URNIC_DMA_END();
 	pthread_rwlock_unlock(&qp->dev->mr_lock);
 	/* answered in PSN order behind any READ still being answered; kept afterwards so that a
 	 * duplicate gets the same answer, not a second execution */

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "common/dma.h"
 #include "mem/mr.h"
 
 #define MR_BUCKETS 4096
@@ -153,7 +154,9 @@ static int copy_in(uint8_t *p, uint32_t len, void *arg)
 {
 	const uint8_t **data = arg;
 
+	URNIC_DMA_BEGIN();
 	memcpy(p, *data, len);
+	URNIC_DMA_END();
 	*data += len;
 	return 0;
 }

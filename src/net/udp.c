@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/dma.h"
 #include "net/fault.h"
 #include "net/net.h"
 
@@ -125,7 +126,9 @@ static int send_run(int fd, struct urnic_txpkt *pkts, int n, uint64_t *syscalls)
 							  .msg_iov = p->iov,
 							  .msg_iovlen = p->iovcnt};
 		}
+		URNIC_DMA_BEGIN(); /* the payload iovecs point into MRs */
 		int r = sendmmsg(fd, msgs, (unsigned)k, 0);
+		URNIC_DMA_END();
 
 		(*syscalls)++;
 		if (r < 0) {
