@@ -1,6 +1,16 @@
 /* loop_qp.c - see loop_qp.h. */
 #include "loop_qp.h"
 
+#include <time.h>
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
 const char *loop_qp_connect(struct ibv_qp *qp, uint32_t dest_qpn, const union ibv_gid *gid,
 			    enum ibv_mtu mtu, unsigned access)
 {
@@ -26,4 +36,21 @@ const char *loop_qp_connect(struct ibv_qp *qp, uint32_t dest_qpn, const union ib
 					   IBV_QP_MAX_QP_RD_ATOMIC))
 		return "RTS";
 	return NULL;
+}
+
+int loop_qp_poll(struct ibv_cq *cq, int n, struct ibv_wc *wc, unsigned ms)
+{
+	double end = now_ms() + ms;
+	int got = 0;
+
+	while (got < n) {
+		int r = ibv_poll_cq(cq, n - got, wc + got);
+
+		if (r < 0)
+			break;
+		got += r;
+		if (got < n && now_ms() > end)
+			break;
+	}
+	return got;
 }

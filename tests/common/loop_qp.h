@@ -9,4 +9,8 @@
 const char *loop_qp_connect(struct ibv_qp *qp, uint32_t dest_qpn, const union ibv_gid *gid,
 			    enum ibv_mtu mtu, unsigned access);
 
+/* Poll cq until n completions are in wc or ms milliseconds pass; returns how many arrived.
+ * A deadline, not an iteration count: under valgrind a poll costs a hundred times more. */
+int loop_qp_poll(struct ibv_cq *cq, int n, struct ibv_wc *wc, unsigned ms);
+
 #endif
