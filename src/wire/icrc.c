@@ -40,7 +40,6 @@
 #define CRC32_POLY 0xedb88320u /* 0x04C11DB7, bit-reflected */
 #define GF2_ONE 0x80000000u    /* the polynomial 1 in the reflected representation */
 #define GF2_X_INV 0xdb710641u  /* x^-1 mod P, reflected: (P - 1) / x */
-#define CRC_SLICES 16
 
 #define IP_DF 0x4000
 #define IP_HDR_LEN 20
@@ -53,8 +52,6 @@
 #define ID_BEHIND_MAX 64u
 #define ID_AHEAD_MAX 1024u
 
-/* crc_table[k][b]: crc0 of byte b followed by k zero bytes, for slicing by CRC_SLICES. */
-static uint32_t crc_table[CRC_SLICES][256];
 /* x^-(8 * i) and x^-(8 * 256 * i) mod P: together they un-shift a residual by up to 65535 bytes. */
 static uint32_t unshift_lo[256], unshift_hi[256];
 /* Left inverse of the map ID -> crc0(ID bytes), one table per byte of the 32-bit residual. */
@@ -76,28 +73,12 @@ static uint32_t gf2_mul(uint32_t a, uint32_t b)
 	return r;
 }
 
+/* crc0 of the two ID bytes as they stand in the IPv4 header (big-endian). */
 static uint32_t crc0_id(uint16_t id)
 {
-	uint32_t c = crc_table[0][id >> 8];
+	uint8_t b[2] = {(uint8_t)(id >> 8), (uint8_t)id};
 
-	return (c >> 8) ^ crc_table[0][(c ^ id) & 0xff];
-}
-
-static void build_crc_tables(void)
-{
-	for (unsigned b = 0; b < 256; b++) {
-		uint32_t c = b;
-
-		for (int i = 0; i < 8; i++)
-			c = (c >> 1) ^ (c & 1 ? CRC32_POLY : 0);
-		crc_table[0][b] = c;
-	}
-	for (int k = 1; k < CRC_SLICES; k++)
-		for (unsigned b = 0; b < 256; b++) {
-			uint32_t c = crc_table[k - 1][b];
-
-			crc_table[k][b] = (c >> 8) ^ crc_table[0][c & 0xff];
-		}
+	return urnic_crc32_update(0, b, sizeof(b));
 }
 
 static void build_unshift_tables(void)
@@ -151,7 +132,6 @@ static void build_id_inverse(void)
 
 static void build_tables(void)
 {
-	build_crc_tables();
 	build_unshift_tables();
 	build_id_inverse();
 	/* the flags field follows the ID: its crc0 is crc0_id's, un-shifted by those 2 bytes */
@@ -161,26 +141,6 @@ static void build_tables(void)
 static inline uint32_t le32(const uint8_t *p)
 {
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-/* The raw CRC register (no initial value or final xor applied) advanced over n bytes. */
-static uint32_t crc_update(uint32_t crc, const uint8_t *p, size_t n)
-{
-	const uint32_t(*t)[256] = crc_table;
-
-	for (; n >= 16; n -= 16, p += 16) {
-		uint32_t a = crc ^ le32(p), b = le32(p + 4), c = le32(p + 8), d = le32(p + 12);
-
-		crc = t[15][a & 0xff] ^ t[14][(a >> 8) & 0xff] ^ t[13][(a >> 16) & 0xff] ^
-		      t[12][a >> 24] ^ t[11][b & 0xff] ^ t[10][(b >> 8) & 0xff] ^
-		      t[9][(b >> 16) & 0xff] ^ t[8][b >> 24] ^ t[7][c & 0xff] ^
-		      t[6][(c >> 8) & 0xff] ^ t[5][(c >> 16) & 0xff] ^ t[4][c >> 24] ^
-		      t[3][d & 0xff] ^ t[2][(d >> 8) & 0xff] ^ t[1][(d >> 16) & 0xff] ^
-		      t[0][d >> 24];
-	}
-	for (; n; n--, p++)
-		crc = (crc >> 8) ^ t[0][(crc ^ *p) & 0xff];
-	return crc;
 }
 
 /* The masked LRH, IPv4 and UDP headers for a packet whose BTH-to-ICRC part is ib_len bytes. */
@@ -219,7 +179,7 @@ static uint32_t icrc_value(const struct urnic_ip4_flow *flow, uint16_t ip_id, ui
 
 	pthread_once(&tables_once, build_tables);
 	build_pseudo_headers(pseudo, flow, ip_id, ip_frag, len + URNIC_ICRC_LEN);
-	crc = crc_update(0xffffffffu, pseudo, sizeof(pseudo));
+	crc = urnic_crc32_update(0xffffffffu, pseudo, sizeof(pseudo));
 	for (int i = 0; i < iovcnt && off < len; i++) {
 		const uint8_t *p = iov[i].iov_base;
 		size_t n = iov[i].iov_len < len - off ? iov[i].iov_len : len - off;
@@ -228,11 +188,11 @@ static uint32_t icrc_value(const struct urnic_ip4_flow *flow, uint16_t ip_id, ui
 			static const uint8_t masked = 0xff;
 			size_t before = 4 - off;
 
-			crc = crc_update(crc, p, before);
-			crc = crc_update(crc, &masked, 1);
-			crc = crc_update(crc, p + before + 1, n - before - 1);
+			crc = urnic_crc32_update(crc, p, before);
+			crc = urnic_crc32_update(crc, &masked, 1);
+			crc = urnic_crc32_update(crc, p + before + 1, n - before - 1);
 		} else {
-			crc = crc_update(crc, p, n);
+			crc = urnic_crc32_update(crc, p, n);
 		}
 		off += n;
 	}

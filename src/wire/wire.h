@@ -304,6 +304,16 @@ static inline uint32_t urnic_mtu_bytes(int ib_mtu)
 /* ---- ICRC (RoCEv2 annex A17.4): CRC-32 over a masked copy of the IPv4 and UDP headers, the BTH
  *      with its reserved byte masked, and everything after it up to the ICRC ---- */
 
+/* The CRC-32 register (reflected 0x04C11DB7, no initial value or final xor applied) advanced over
+ * n bytes: carry-less multiplication where the CPU has PCLMULQDQ, tables otherwise or when
+ * URNIC_ICRC=table is set (crc32.c). _with forces one implementation, for tests and benchmarks;
+ * asking for CLMUL where it is unavailable gives the tables. */
+enum urnic_crc32_impl { URNIC_CRC32_TABLE, URNIC_CRC32_CLMUL };
+enum urnic_crc32_impl urnic_crc32_impl(void);
+uint32_t urnic_crc32_update(uint32_t crc, const void *data, size_t n);
+uint32_t urnic_crc32_update_with(enum urnic_crc32_impl impl, uint32_t crc, const void *data,
+				 size_t n);
+
 /* What the receiver can know of the IP and UDP headers around a packet. Addresses in network
  * order; ports in host order. The IP ID is not visible to a UDP socket (see icrc.c). */
 struct urnic_ip4_flow {

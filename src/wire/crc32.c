@@ -1,0 +1,183 @@
+/* crc32.c - the Ethernet CRC-32 register update that the ICRC runs over every payload byte:
+ * carry-less multiplication (PCLMULQDQ) where the CPU has it, slicing-by-16 tables otherwise. */
+
+/*
+ * Representation. The register is the reflected one of the Ethernet CRC: bit m of a 32-bit value
+ * is the coefficient of x^(31 - m). Sixteen message bytes loaded little-endian into a 128-bit
+ * register put the first message bit in bit 0, so bit k is the coefficient of x^(127 - k) of that
+ * block's polynomial, and the low 64-bit half holds the block's high-degree part.
+ *
+ * Folding. Let B = H x^64 + L be the block at the front of the data still to be hashed. Moving it
+ * D bits further into the message multiplies it by x^D, and only its value mod P matters, so
+ *     B x^D == H (x^(64 + D) mod P) + L (x^D mod P),
+ * two 64 x 32-bit carry-less products of at most 96 bits, which are xored into the block D bits
+ * ahead. A carry-less product of two reflected 64-bit values comes out one bit short of the
+ * reflected 128-bit register (bit k of it has degree 126 - k), so each constant is x^(n - 1)
+ * mod P, placed in the high half of a 64-bit lane where a 32-bit reflected value belongs.
+ * Four blocks fold in parallel 512 bits ahead; then the four fold into one, 128 bits at a time;
+ * the last 16-byte block and the tail under 16 bytes go through the tables. The constants are
+ * computed here from P, not copied: fold_constant() below.
+ *
+ * The register enters the message by being xored into its first 32 bits: with a zero initial
+ * register the CRC of M ^ r x^(n - 32) is the CRC of M started from r.
+ */
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wire/wire.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define URNIC_HAVE_CLMUL 1
+#endif
+
+#define CRC32_POLY 0xedb88320u /* 0x04C11DB7, bit-reflected */
+#define GF2_ONE 0x80000000u    /* the polynomial 1, reflected */
+#define CRC_SLICES 16
+#define CLMUL_MIN_LEN 64 /* below four blocks the tables are as fast */
+
+/* crc_table[k][b]: the register after byte b and k zero bytes, from zero. */
+static uint32_t crc_table[CRC_SLICES][256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+static enum urnic_crc32_impl crc_impl = URNIC_CRC32_TABLE;
+
+static inline uint32_t le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint32_t table_update(uint32_t crc, const uint8_t *p, size_t n)
+{
+	const uint32_t(*t)[256] = crc_table;
+
+	for (; n >= 16; n -= 16, p += 16) {
+		uint32_t a = crc ^ le32(p), b = le32(p + 4), c = le32(p + 8), d = le32(p + 12);
+
+		crc = t[15][a & 0xff] ^ t[14][(a >> 8) & 0xff] ^ t[13][(a >> 16) & 0xff] ^
+		      t[12][a >> 24] ^ t[11][b & 0xff] ^ t[10][(b >> 8) & 0xff] ^
+		      t[9][(b >> 16) & 0xff] ^ t[8][b >> 24] ^ t[7][c & 0xff] ^
+		      t[6][(c >> 8) & 0xff] ^ t[5][(c >> 16) & 0xff] ^ t[4][c >> 24] ^
+		      t[3][d & 0xff] ^ t[2][(d >> 8) & 0xff] ^ t[1][(d >> 16) & 0xff] ^
+		      t[0][d >> 24];
+	}
+	for (; n; n--, p++)
+		crc = (crc >> 8) ^ t[0][(crc ^ *p) & 0xff];
+	return crc;
+}
+
+#ifdef URNIC_HAVE_CLMUL
+/* Per fold distance: the multiplier of the low lane (the block's high-degree half) and of the
+ * high lane, as one 128-bit operand. */
+static __m128i fold_512, fold_128;
+
+/* x^n mod P, reflected. */
+static uint32_t x_pow_mod(unsigned n)
+{
+	uint32_t r = GF2_ONE;
+
+	while (n--)
+		r = (r >> 1) ^ (r & 1 ? CRC32_POLY : 0);
+	return r;
+}
+
+/* The lane constant that moves a 64-bit half d bits ahead (see the top of the file). */
+static uint64_t fold_constant(unsigned d)
+{
+	return (uint64_t)x_pow_mod(d - 1) << 32;
+}
+
+static __m128i fold_pair(unsigned distance)
+{
+	return _mm_set_epi64x((long long)fold_constant(distance),
+			      (long long)fold_constant(64 + distance));
+}
+
+__attribute__((target("pclmul,sse2"))) static inline __m128i fold(__m128i acc, __m128i k,
+								   __m128i next)
+{
+	__m128i from_low = _mm_clmulepi64_si128(acc, k, 0x00);
+	__m128i from_high = _mm_clmulepi64_si128(acc, k, 0x11);
+
+	return _mm_xor_si128(_mm_xor_si128(from_low, from_high), next);
+}
+
+__attribute__((target("pclmul,sse2"))) static uint32_t clmul_update(uint32_t crc,
+								     const uint8_t *p, size_t n)
+{
+	__m128i x0 = _mm_loadu_si128((const __m128i *)p);
+	__m128i x1 = _mm_loadu_si128((const __m128i *)(p + 16));
+	__m128i x2 = _mm_loadu_si128((const __m128i *)(p + 32));
+	__m128i x3 = _mm_loadu_si128((const __m128i *)(p + 48));
+	uint8_t last[16];
+
+	x0 = _mm_xor_si128(x0, _mm_cvtsi32_si128((int)crc));
+	for (p += 64, n -= 64; n >= 64; p += 64, n -= 64) {
+		x0 = fold(x0, fold_512, _mm_loadu_si128((const __m128i *)p));
+		x1 = fold(x1, fold_512, _mm_loadu_si128((const __m128i *)(p + 16)));
+		x2 = fold(x2, fold_512, _mm_loadu_si128((const __m128i *)(p + 32)));
+		x3 = fold(x3, fold_512, _mm_loadu_si128((const __m128i *)(p + 48)));
+	}
+	x0 = fold(x0, fold_128, x1);
+	x0 = fold(x0, fold_128, x2);
+	x0 = fold(x0, fold_128, x3);
+	for (; n >= 16; p += 16, n -= 16)
+		x0 = fold(x0, fold_128, _mm_loadu_si128((const __m128i *)p));
+	_mm_storeu_si128((__m128i *)last, x0);
+	return table_update(table_update(0, last, sizeof(last)), p, n);
+}
+#endif
+
+static void crc32_init(void)
+{
+	const char *force = getenv("URNIC_ICRC");
+
+	for (unsigned b = 0; b < 256; b++) {
+		uint32_t c = b;
+
+		for (int i = 0; i < 8; i++)
+			c = (c >> 1) ^ (c & 1 ? CRC32_POLY : 0);
+		crc_table[0][b] = c;
+	}
+	for (int k = 1; k < CRC_SLICES; k++)
+		for (unsigned b = 0; b < 256; b++) {
+			uint32_t c = crc_table[k - 1][b];
+
+			crc_table[k][b] = (c >> 8) ^ crc_table[0][c & 0xff];
+		}
+#ifdef URNIC_HAVE_CLMUL
+	fold_512 = fold_pair(512);
+	fold_128 = fold_pair(128);
+	if (__builtin_cpu_supports("pclmul") && !(force && strcmp(force, "table") == 0))
+		crc_impl = URNIC_CRC32_CLMUL;
+#else
+	(void)force;
+#endif
+}
+
+enum urnic_crc32_impl urnic_crc32_impl(void)
+{
+	pthread_once(&crc_once, crc32_init);
+	return crc_impl;
+}
+
+uint32_t urnic_crc32_update_with(enum urnic_crc32_impl impl, uint32_t crc, const void *data,
+				 size_t n)
+{
+	const uint8_t *p = data;
+
+	pthread_once(&crc_once, crc32_init);
+#ifdef URNIC_HAVE_CLMUL
+	if (impl == URNIC_CRC32_CLMUL && crc_impl == URNIC_CRC32_CLMUL && n >= CLMUL_MIN_LEN)
+		return clmul_update(crc, p, n);
+#else
+	(void)impl;
+#endif
+	return table_update(crc, p, n);
+}
+
+uint32_t urnic_crc32_update(uint32_t crc, const void *data, size_t n)
+{
+	return urnic_crc32_update_with(urnic_crc32_impl(), crc, data, n);
+}
