@@ -195,6 +195,17 @@ struct urnic_rd_res {
 	uint64_t orig;   /* atomic: original value, replayed for a duplicate */
 };
 
+/* Round-trip estimate and the retransmission timer it drives, below the IB ACK timeout. */
+struct urnic_rtx {
+	uint64_t srtt_ns, rttvar_ns; /* smoothed round trip and its variation; 0: no sample yet */
+	uint64_t sample_sent_ns;     /* when sample_psn left; 0: no sample being timed */
+	uint32_t sample_psn;
+	uint32_t recover_psn; /* after a retransmission, samples wait until this is acknowledged */
+	bool recovering;
+	unsigned backoff;  /* consecutive expiries without progress: the timeout doubles each */
+	uint64_t deadline; /* ns; 0 when the timer does not run */
+};
+
 struct urnic_qp {
 	struct ibv_qp ibv;
 	pthread_mutex_t lock;
@@ -229,6 +240,7 @@ struct urnic_qp {
 	int retry_left, rnr_left;
 	uint64_t ack_deadline; /* ns; 0 when no timer runs */
 	uint64_t rnr_deadline; /* ns; 0 unless waiting out an RNR NAK */
+	struct urnic_rtx rtx;  /* the fast retransmission timer (retransmit.c) */
 
 	/* responder */
 	uint32_t epsn;       /* next expected request PSN */

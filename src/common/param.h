@@ -34,6 +34,7 @@
 #define URNIC_RESP_BURST 64   /* READ response packets sent per QP per engine turn */
 #define URNIC_TX_SOCKETS 8    /* source ports (ECMP entropy), chosen per QP */
 #define URNIC_SOCK_BUF (8 << 20)
+#define URNIC_RTO_MIN_NS 2000000ull /* fast retransmission timeout floor: scheduling noise */
 #define URNIC_APP_POLL_NS 50000ull /* engine thread stands back this long after an app poll */
 
 #endif

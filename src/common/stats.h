@@ -15,6 +15,7 @@
 	X(rx_syscalls, "rx_syscalls")                                                              \
 	X(retransmits, "retransmitted_packets")                                                    \
 	X(timeouts, "ack_timeouts")                                                                \
+	X(rto_expiries, "retransmit_timer_expiries")                                               \
 	X(acks_sent, "acks_sent")                                                                  \
 	X(acks_rcvd, "acks_received")                                                              \
 	X(nak_seq_sent, "nak_psn_seq_err_sent")                                                    \

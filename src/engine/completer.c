@@ -49,6 +49,7 @@ void urnic_comp_arm_timer(struct urnic_qp *qp)
 {
 	uint64_t t = urnic_ack_timeout_ns(qp->attr.timeout);
 
+	urnic_rtx_arm(qp);
 	if (qp->snd_una == qp->snd_nxt || t == 0 || qp->rnr_deadline) {
 		qp->ack_deadline = 0;
 		return;
@@ -71,6 +72,7 @@ static void progress(struct urnic_qp *qp, uint32_t una)
 {
 	if (psn_diff(una, qp->snd_una) > 0 && psn_diff(una, qp->snd_nxt) <= 0) {
 		qp->snd_una = una;
+		urnic_rtx_acked(qp, una);
 		qp->retry_left = qp->attr.retry_cnt;
 		qp->rnr_left = qp->attr.rnr_retry;
 	}
@@ -136,6 +138,15 @@ static const enum urnic_counter nak_rcvd_counter[] = {
 	[URNIC_NAK_INVALID_RD_REQ] = URNIC_C_nak_inv_rcvd,
 };
 
+/* Sends everything from psn again. */
+static void go_back(struct urnic_qp *qp, uint32_t psn)
+{
+	if (psn_diff(qp->snd_nxt, psn) > 0)
+		urnic_qp_count(qp, URNIC_C_retransmits, (uint32_t)psn_diff(qp->snd_nxt, psn));
+	urnic_req_retransmit_from(qp, psn);
+}
+
+/* A NAK or the IB timeout: a retry that retry_cnt pays for. */
 static void retry(struct urnic_qp *qp, uint32_t psn)
 {
 	if (qp->retry_left == 0) {
@@ -143,9 +154,7 @@ static void retry(struct urnic_qp *qp, uint32_t psn)
 		return;
 	}
 	qp->retry_left--;
-	if (psn_diff(qp->snd_nxt, psn) > 0)
-		urnic_qp_count(qp, URNIC_C_retransmits, (uint32_t)psn_diff(qp->snd_nxt, psn));
-	urnic_req_retransmit_from(qp, psn);
+	go_back(qp, psn);
 }
 
 static void on_rnr_nak(struct urnic_qp *qp, uint32_t psn, unsigned timer)
@@ -324,5 +333,13 @@ void urnic_comp_timers(struct urnic_qp *qp, uint64_t now, struct urnic_txbatch *
 		retry(qp, qp->snd_una);
 		if (qp->ibv.state == IBV_QPS_RTS)
 			urnic_req_run(qp, b);
+		return;
+	}
+	if (urnic_rtx_expired(qp, now)) { /* free of retry_cnt: see retransmit.c */
+		qp->read_gap_asked = false;
+		urnic_qp_count(qp, URNIC_C_rto_expiries, 1);
+		go_back(qp, qp->snd_una);
+		urnic_req_run(qp, b);
+		urnic_rtx_arm(qp);
 	}
 }

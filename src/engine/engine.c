@@ -57,6 +57,8 @@ static uint64_t qp_next_deadline(const struct urnic_qp *qp)
 		d = qp->ack_deadline;
 	if (qp->rnr_deadline && qp->rnr_deadline < d)
 		d = qp->rnr_deadline;
+	if (qp->rtx.deadline && qp->rtx.deadline < d)
+		d = qp->rtx.deadline;
 	return d;
 }
 

@@ -39,6 +39,20 @@ void urnic_comp_rx(struct urnic_qp *qp, const struct urnic_rxpkt *pkt, struct ur
 void urnic_comp_timers(struct urnic_qp *qp, uint64_t now, struct urnic_txbatch *b);
 void urnic_comp_arm_timer(struct urnic_qp *qp);
 
+/* retransmit.c: round-trip estimate and the fast retransmission timer. QP lock held. */
+void urnic_rtx_reset(struct urnic_qp *qp);
+/* (Re)starts the timer if packets are outstanding and it would fire before the IB timeout. */
+void urnic_rtx_arm(struct urnic_qp *qp);
+/* A request asking for an ACK left with this PSN: a round-trip sample may start. */
+void urnic_rtx_sent(struct urnic_qp *qp, uint32_t psn);
+/* The acknowledged PSN moved forward to una. */
+void urnic_rtx_acked(struct urnic_qp *qp, uint32_t una);
+
+/* The requester is about to go back (before snd_nxt is rewound): no sample across it. */
+void urnic_rtx_retransmitting(struct urnic_qp *qp);
+/* The timer ran out with packets outstanding: the caller goes back to snd_una. */
+bool urnic_rtx_expired(struct urnic_qp *qp, uint64_t now);
+
 /* responder.c: executes incoming requests, answers with ACKs and READ/atomic responses. */
 void urnic_resp_rx(struct urnic_qp *qp, const struct urnic_rxpkt *pkt, struct urnic_txbatch *b);
 /* Sends pending READ responses (a burst) and a pending ACK. Returns true if more remain. */

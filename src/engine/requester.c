@@ -99,8 +99,10 @@ static enum req_step send_data_packet(struct urnic_qp *qp, struct urnic_swqe *w,
 		return REQ_ERROR;
 	}
 	urnic_tx_finish(qp, p, len);
-	if (ackreq)
+	if (ackreq) {
 		qp->last_ackreq = psn;
+		urnic_rtx_sent(qp, psn);
+	}
 	w->sent++;
 	note_psns(qp, psn, 1);
 	return w->sent == w->npkts ? REQ_WQE_DONE : REQ_SENT_PACKET;
@@ -127,6 +129,7 @@ static enum req_step send_read_request(struct urnic_qp *qp, struct urnic_swqe *w
 
 	reth_build(urnic_tx_ext(p, op->reth), w->raddr + off, w->rkey, len);
 	urnic_tx_finish(qp, p, 0);
+	urnic_rtx_sent(qp, psn);
 	w->sent += chunk;
 	qp->rd_outstanding++;
 	note_psns(qp, psn, chunk);
@@ -145,6 +148,7 @@ static enum req_step send_atomic(struct urnic_qp *qp, struct urnic_swqe *w,
 
 	atomiceth_build(urnic_tx_ext(p, op->atomiceth), w->raddr, w->rkey, swap_add, compare);
 	urnic_tx_finish(qp, p, 0);
+	urnic_rtx_sent(qp, w->first_psn);
 	w->sent = 1;
 	qp->rd_outstanding++;
 	note_psns(qp, w->first_psn, 1);
@@ -240,6 +244,8 @@ void urnic_req_run(struct urnic_qp *qp, struct urnic_txbatch *b)
 		complete_unacknowledged(qp);
 	else if (sent_any && !qp->ack_deadline)
 		urnic_comp_arm_timer(qp);
+	else if (sent_any && !qp->rtx.deadline)
+		urnic_rtx_arm(qp);
 }
 
 void urnic_req_retransmit_from(struct urnic_qp *qp, uint32_t psn)
@@ -248,6 +254,7 @@ void urnic_req_retransmit_from(struct urnic_qp *qp, uint32_t psn)
 
 	if (psn_diff(psn, qp->snd_una) < 0) /* never behind what the peer acknowledged */
 		psn = qp->snd_una;
+	urnic_rtx_retransmitting(qp);
 
 	/* the WQE holding psn: every WQE before it is complete */
 	while (idx != end) {

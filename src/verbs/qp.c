@@ -209,6 +209,7 @@ static void enter_reset(struct urnic_qp *qp)
 	}
 	qp->cur_recv.taken = false;
 	qp->ack_deadline = qp->rnr_deadline = 0;
+	urnic_rtx_reset(qp);
 	qp->in_send = qp->in_write = qp->nak_sent = false;
 	qp->ack_pending = qp->nak_pending = false;
 	qp->rd_count = qp->rd_head = 0;
@@ -248,6 +249,7 @@ static void enter_rts(struct urnic_qp *qp)
 	qp->last_ackreq = qp->attr.sq_psn;
 	qp->retry_left = qp->attr.retry_cnt;
 	qp->rnr_left = qp->attr.rnr_retry;
+	urnic_rtx_reset(qp);
 }
 
 static int apply(struct urnic_qp *qp, enum ibv_qp_state cur, enum ibv_qp_state next)
