@@ -204,6 +204,8 @@ struct urnic_rtx {
 	bool recovering;
 	unsigned backoff;  /* consecutive expiries without progress: the timeout doubles each */
 	uint64_t deadline; /* ns; 0 when the timer does not run */
+	uint32_t goback_psn; /* where the requester last went back to, and when */
+	uint64_t goback_ns;
 };
 
 struct urnic_qp {

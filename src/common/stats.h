@@ -20,6 +20,7 @@
 	X(acks_rcvd, "acks_received")                                                              \
 	X(nak_seq_sent, "nak_psn_seq_err_sent")                                                    \
 	X(nak_seq_rcvd, "nak_psn_seq_err_received")                                                \
+	X(stale_naks, "nak_psn_seq_err_stale")                                                     \
 	X(nak_inv_sent, "nak_invalid_request_sent")                                                \
 	X(nak_inv_rcvd, "nak_invalid_request_received")                                            \
 	X(nak_acc_sent, "nak_remote_access_sent")                                                  \

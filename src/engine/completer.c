@@ -146,7 +146,9 @@ static void go_back(struct urnic_qp *qp, uint32_t psn)
 	urnic_req_retransmit_from(qp, psn);
 }
 
-/* A NAK or the IB timeout: a retry that retry_cnt pays for. */
+/* The IB timeout or a lost READ response: a retry that retry_cnt pays for. A PSN-sequence NAK
+ * does not pay: it proves the responder alive, and the IB timer, re-armed only by progress,
+ * still ends a QP whose responder answers but never moves on. */
 static void retry(struct urnic_qp *qp, uint32_t psn)
 {
 	if (qp->retry_left == 0) {
@@ -198,8 +200,10 @@ static void on_aeth(struct urnic_qp *qp, uint32_t psn, const uint8_t *aeth)
 			urnic_qp_count(qp, nak_rcvd_counter[value], 1);
 		if (!ack_through(qp, psn_add(psn, URNIC_PSN_MASK)))
 			break;
-		if (value == URNIC_NAK_PSN_SEQ_ERR)
-			retry(qp, psn);
+		if (value == URNIC_NAK_PSN_SEQ_ERR && urnic_rtx_nak_is_stale(qp, psn))
+			urnic_qp_count(qp, URNIC_C_stale_naks, 1);
+		else if (value == URNIC_NAK_PSN_SEQ_ERR)
+			go_back(qp, psn); /* the responder is alive: retry_cnt is for silence */
 		else
 			fail_oldest(qp, nak_status(value));
 		break;

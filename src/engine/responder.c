@@ -610,8 +610,10 @@ void urnic_resp_rx(struct urnic_qp *qp, const struct urnic_rxpkt *pkt, struct ur
 		duplicate(qp, &rp, b);
 		return;
 	}
-	if (d > 0) { /* a gap: NAK once, then wait quietly for the retransmission */
-		if (!qp->nak_sent)
+	if (d > 0) { /* a gap: NAK, then wait for the retransmission */
+		/* Quietly, except that a packet asking for an ACK gets the NAK again: the first one
+		 * may have been lost, and the requester ignores a repeat it has already acted on. */
+		if (!qp->nak_sent || bth_ackreq(bth))
 			nak_sequence(qp);
 		else
 			urnic_qp_count(qp, URNIC_C_drop_psn, 1);

@@ -9,9 +9,14 @@
  * URNIC_RTO_MIN_NS), goes back to the oldest unacknowledged PSN and sends again. A responder
  * treats what it already has as duplicates (re-ACKed, READs re-executed, atomics replayed from
  * its cache), so an early retransmission is always safe; it costs bandwidth only. Each expiry
- * without progress doubles the timeout; once it would reach the IB timeout the fast timer stops
- * and the IB timer, which alone spends `retry_cnt`, decides: a dead peer still fails after the
+ * without progress doubles the timeout, up to half the IB timeout. The IB timer runs beside it,
+ * re-armed only by progress, and alone spends `retry_cnt`: a dead peer still fails after the
  * time that `timeout` and `retry_cnt` imply.
+ *
+ * NAKs: the responder repeats its PSN-sequence NAK for every out-of-sequence packet that asks
+ * for an ACK (the first NAK may have been lost), so packets already in flight when the requester
+ * went back can bring NAKs for the PSN it went back to. One that arrives within a round trip of
+ * that go-back is stale and ignored; a later one means the retransmission was lost too.
  */
 #include "engine/engine.h"
 
@@ -23,26 +28,27 @@ void urnic_rtx_reset(struct urnic_qp *qp)
 	qp->rtx = (struct urnic_rtx){0};
 }
 
-static uint64_t rto_ns(const struct urnic_rtx *r)
+/* The timeout, backed off, and never beyond cap. */
+static uint64_t rto_ns(const struct urnic_rtx *r, uint64_t cap)
 {
 	uint64_t rto = r->srtt_ns ? r->srtt_ns + 4 * r->rttvar_ns : RTO_INITIAL_NS;
 
 	if (rto < URNIC_RTO_MIN_NS)
 		rto = URNIC_RTO_MIN_NS;
-	return rto << (r->backoff < 20 ? r->backoff : 20);
+	for (unsigned i = 0; i < r->backoff && rto < cap; i++)
+		rto *= 2;
+	return rto < cap ? rto : cap;
 }
 
 void urnic_rtx_arm(struct urnic_qp *qp)
 {
 	uint64_t ib = urnic_ack_timeout_ns(qp->attr.timeout);
-	uint64_t rto = rto_ns(&qp->rtx);
+	uint64_t cap = ib ? ib / 2 : RTO_NO_IB_TIMEOUT_CAP_NS;
 
 	qp->rtx.deadline = 0;
-	if (qp->snd_una == qp->snd_nxt || qp->rnr_deadline)
-		return;
-	if (ib ? rto >= ib : rto > RTO_NO_IB_TIMEOUT_CAP_NS)
-		return; /* the IB timer comes first: let it decide */
-	qp->rtx.deadline = urnic_now_ns() + rto;
+	if (qp->snd_una == qp->snd_nxt || qp->rnr_deadline || cap < URNIC_RTO_MIN_NS)
+		return; /* nothing to wait for, or the IB timer alone is short enough */
+	qp->rtx.deadline = urnic_now_ns() + rto_ns(&qp->rtx, cap);
 	urnic_engine_deadline(qp->dev, qp->rtx.deadline);
 }
 
@@ -82,11 +88,21 @@ void urnic_rtx_acked(struct urnic_qp *qp, uint32_t una)
 	}
 }
 
+bool urnic_rtx_nak_is_stale(const struct urnic_qp *qp, uint32_t psn)
+{
+	const struct urnic_rtx *r = &qp->rtx;
+	uint64_t rtt = r->srtt_ns ? r->srtt_ns : URNIC_RTO_MIN_NS / 4;
+
+	return r->goback_ns && psn == r->goback_psn && urnic_now_ns() - r->goback_ns < rtt;
+}
+
 void urnic_rtx_retransmitting(struct urnic_qp *qp)
 {
 	struct urnic_rtx *r = &qp->rtx;
 
 	r->sample_sent_ns = 0;
+	r->goback_psn = qp->snd_una;
+	r->goback_ns = urnic_now_ns();
 	if (!r->recovering || psn_diff(qp->snd_nxt, r->recover_psn) > 0)
 		r->recover_psn = qp->snd_nxt;
 	r->recovering = true;

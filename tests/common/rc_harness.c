@@ -3,6 +3,8 @@
 #include "rc_harness.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -247,6 +249,31 @@ static void select_path(struct rc *rc)
 		rc_skip(rc, "URNIC_TEST_PATH=%s is not wired into the harness yet", rc->path);
 }
 
+/* Two-namespace runs (tests/net/): URNIC_TEST_{CLIENT,SERVER}_NETNS names a network namespace
+ * (/run/netns/NAME) that side enters before it opens the device, and
+ * URNIC_TEST_{CLIENT,SERVER}_ADDR the address there that its urnic0 binds (URNIC_ADDR). */
+static void enter_netns(struct rc *rc)
+{
+	char var[40], path[300];
+	const char *ns, *addr;
+
+	snprintf(var, sizeof(var), "URNIC_TEST_%s_NETNS", rc->client ? "CLIENT" : "SERVER");
+	ns = getenv(var);
+	snprintf(var, sizeof(var), "URNIC_TEST_%s_ADDR", rc->client ? "CLIENT" : "SERVER");
+	addr = getenv(var);
+	if (!ns || !*ns)
+		return;
+	rc_step(rc, "enter network namespace %s", ns);
+	snprintf(path, sizeof(path), "/run/netns/%s", ns);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0 || setns(fd, CLONE_NEWNET) != 0)
+		rc_fail(rc, "setns %s: %s", path, strerror(errno));
+	close(fd);
+	if (!addr || setenv("URNIC_ADDR", addr, 1) != 0)
+		rc_fail(rc, "%s must name this side's address in %s", var, ns);
+}
+
 static uint32_t clamp32(uint32_t want, int max)
 {
 	return max > 0 && want > (uint32_t)max ? (uint32_t)max : want;
@@ -408,6 +435,7 @@ static int side(const struct rc_opts *o, bool client, int sock, pid_t child, rc_
 	rc.role = client ? "client" : "server";
 	arm_alarm(&rc);
 	select_path(&rc);
+	enter_netns(&rc);
 	open_resources(&rc);
 	rc_step(&rc, "exchange connection data");
 	rc_exchange(&rc);
@@ -490,6 +518,7 @@ int rc_run_local(const struct rc_opts *o, rc_fn fn)
 
 	arm_alarm(&rc);
 	select_path(&rc);
+	enter_netns(&rc);
 	open_resources(&rc);
 	rc_step(&rc, "test body");
 	code = fn(&rc);
