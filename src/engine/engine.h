@@ -48,8 +48,8 @@ void urnic_rtx_sent(struct urnic_qp *qp, uint32_t psn);
 /* The acknowledged PSN moved forward to una. */
 void urnic_rtx_acked(struct urnic_qp *qp, uint32_t una);
 
-/* The requester is about to go back (before snd_nxt is rewound): no sample across it. */
-void urnic_rtx_retransmitting(struct urnic_qp *qp);
+/* The requester is about to go back to psn (before snd_nxt is rewound): no sample across it. */
+void urnic_rtx_retransmitting(struct urnic_qp *qp, uint32_t psn);
 /* A PSN-sequence NAK for psn repeats one the requester already went back for. */
 bool urnic_rtx_nak_is_stale(const struct urnic_qp *qp, uint32_t psn);
 /* The timer ran out with packets outstanding: the caller goes back to snd_una. */

@@ -254,7 +254,7 @@ void urnic_req_retransmit_from(struct urnic_qp *qp, uint32_t psn)
 
 	if (psn_diff(psn, qp->snd_una) < 0) /* never behind what the peer acknowledged */
 		psn = qp->snd_una;
-	urnic_rtx_retransmitting(qp);
+	urnic_rtx_retransmitting(qp, psn);
 
 	/* the WQE holding psn: every WQE before it is complete */
 	while (idx != end) {

@@ -96,12 +96,12 @@ bool urnic_rtx_nak_is_stale(const struct urnic_qp *qp, uint32_t psn)
 	return r->goback_ns && psn == r->goback_psn && urnic_now_ns() - r->goback_ns < rtt;
 }
 
-void urnic_rtx_retransmitting(struct urnic_qp *qp)
+void urnic_rtx_retransmitting(struct urnic_qp *qp, uint32_t psn)
 {
 	struct urnic_rtx *r = &qp->rtx;
 
 	r->sample_sent_ns = 0;
-	r->goback_psn = qp->snd_una;
+	r->goback_psn = psn;
 	r->goback_ns = urnic_now_ns();
 	if (!r->recovering || psn_diff(qp->snd_nxt, r->recover_psn) > 0)
 		r->recover_psn = qp->snd_nxt;
