@@ -585,6 +585,13 @@ static void ud_rx(struct urnic_qp *qp, const struct urnic_rxpkt *pkt, const stru
 	urnic_cq_push(to_ucq(qp->ibv.recv_cq), &wc, bth_se(rp->bth) || err);
 }
 
+/* Only a sequence NAK is repeated: an RNR NAK still waiting must not be overwritten by one, or
+ * the requester would resend at once instead of waiting, and never see its RNR retries run out. */
+static bool repeats_sequence_nak(const struct urnic_qp *qp)
+{
+	return qp->nak_type == URNIC_AETH_NAK && qp->nak_value == URNIC_NAK_PSN_SEQ_ERR;
+}
+
 void urnic_resp_rx(struct urnic_qp *qp, const struct urnic_rxpkt *pkt, struct urnic_txbatch *b)
 {
 	const uint8_t *bth = pkt->data;
@@ -613,7 +620,7 @@ void urnic_resp_rx(struct urnic_qp *qp, const struct urnic_rxpkt *pkt, struct ur
 	if (d > 0) { /* a gap: NAK, then wait for the retransmission */
 		/* Quietly, except that a packet asking for an ACK gets the NAK again: the first one
 		 * may have been lost, and the requester ignores a repeat it has already acted on. */
-		if (!qp->nak_sent || bth_ackreq(bth))
+		if (!qp->nak_sent || (bth_ackreq(bth) && repeats_sequence_nak(qp)))
 			nak_sequence(qp);
 		else
 			urnic_qp_count(qp, URNIC_C_drop_psn, 1);
