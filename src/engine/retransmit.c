@@ -28,6 +28,12 @@ void urnic_rtx_reset(struct urnic_qp *qp)
 	qp->rtx = (struct urnic_rtx){0};
 }
 
+/* Something is outstanding that an ACK, not an RNR wait, will answer. */
+static bool awaiting_ack(const struct urnic_qp *qp)
+{
+	return qp->snd_una != qp->snd_nxt && !qp->rnr_deadline;
+}
+
 /* The timeout, backed off, and never beyond cap. */
 static uint64_t rto_ns(const struct urnic_rtx *r, uint64_t cap)
 {
@@ -46,7 +52,7 @@ void urnic_rtx_arm(struct urnic_qp *qp)
 	uint64_t cap = ib ? ib / 2 : RTO_NO_IB_TIMEOUT_CAP_NS;
 
 	qp->rtx.deadline = 0;
-	if (qp->snd_una == qp->snd_nxt || qp->rnr_deadline || cap < URNIC_RTO_MIN_NS)
+	if (!awaiting_ack(qp) || cap < URNIC_RTO_MIN_NS)
 		return; /* nothing to wait for, or the IB timer alone is short enough */
 	qp->rtx.deadline = urnic_now_ns() + rto_ns(&qp->rtx, cap);
 	urnic_engine_deadline(qp->dev, qp->rtx.deadline);
@@ -113,7 +119,7 @@ bool urnic_rtx_expired(struct urnic_qp *qp, uint64_t now)
 	if (!qp->rtx.deadline || now < qp->rtx.deadline)
 		return false;
 	qp->rtx.deadline = 0;
-	if (qp->snd_una == qp->snd_nxt || qp->rnr_deadline)
+	if (!awaiting_ack(qp))
 		return false;
 	qp->rtx.backoff++;
 	return true;

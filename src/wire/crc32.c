@@ -33,8 +33,6 @@
 #define URNIC_HAVE_CLMUL 1
 #endif
 
-#define CRC32_POLY 0xedb88320u /* 0x04C11DB7, bit-reflected */
-#define GF2_ONE 0x80000000u    /* the polynomial 1, reflected */
 #define CRC_SLICES 16
 #define CLMUL_MIN_LEN 64 /* below four blocks the tables are as fast */
 
@@ -43,17 +41,13 @@ static uint32_t crc_table[CRC_SLICES][256];
 static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
 static enum urnic_crc32_impl crc_impl = URNIC_CRC32_TABLE;
 
-static inline uint32_t le32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 static uint32_t table_update(uint32_t crc, const uint8_t *p, size_t n)
 {
 	const uint32_t(*t)[256] = crc_table;
 
 	for (; n >= 16; n -= 16, p += 16) {
-		uint32_t a = crc ^ le32(p), b = le32(p + 4), c = le32(p + 8), d = le32(p + 12);
+		uint32_t a = crc ^ urnic_get_le32(p), b = urnic_get_le32(p + 4);
+		uint32_t c = urnic_get_le32(p + 8), d = urnic_get_le32(p + 12);
 
 		crc = t[15][a & 0xff] ^ t[14][(a >> 8) & 0xff] ^ t[13][(a >> 16) & 0xff] ^
 		      t[12][a >> 24] ^ t[11][b & 0xff] ^ t[10][(b >> 8) & 0xff] ^
@@ -75,10 +69,10 @@ static __m128i fold_512, fold_128;
 /* x^n mod P, reflected. */
 static uint32_t x_pow_mod(unsigned n)
 {
-	uint32_t r = GF2_ONE;
+	uint32_t r = URNIC_GF2_ONE;
 
 	while (n--)
-		r = (r >> 1) ^ (r & 1 ? CRC32_POLY : 0);
+		r = (r >> 1) ^ (r & 1 ? URNIC_CRC32_POLY : 0);
 	return r;
 }
 
@@ -137,7 +131,7 @@ static void crc32_init(void)
 		uint32_t c = b;
 
 		for (int i = 0; i < 8; i++)
-			c = (c >> 1) ^ (c & 1 ? CRC32_POLY : 0);
+			c = (c >> 1) ^ (c & 1 ? URNIC_CRC32_POLY : 0);
 		crc_table[0][b] = c;
 	}
 	for (int k = 1; k < CRC_SLICES; k++)
@@ -162,12 +156,9 @@ enum urnic_crc32_impl urnic_crc32_impl(void)
 	return crc_impl;
 }
 
-uint32_t urnic_crc32_update_with(enum urnic_crc32_impl impl, uint32_t crc, const void *data,
-				 size_t n)
+/* Tables initialised: impl where the CPU allows it, else the tables. */
+static uint32_t update(enum urnic_crc32_impl impl, uint32_t crc, const uint8_t *p, size_t n)
 {
-	const uint8_t *p = data;
-
-	pthread_once(&crc_once, crc32_init);
 #ifdef URNIC_HAVE_CLMUL
 	if (impl == URNIC_CRC32_CLMUL && crc_impl == URNIC_CRC32_CLMUL && n >= CLMUL_MIN_LEN)
 		return clmul_update(crc, p, n);
@@ -177,7 +168,15 @@ uint32_t urnic_crc32_update_with(enum urnic_crc32_impl impl, uint32_t crc, const
 	return table_update(crc, p, n);
 }
 
+uint32_t urnic_crc32_update_with(enum urnic_crc32_impl impl, uint32_t crc, const void *data,
+				 size_t n)
+{
+	pthread_once(&crc_once, crc32_init);
+	return update(impl, crc, data, n);
+}
+
 uint32_t urnic_crc32_update(uint32_t crc, const void *data, size_t n)
 {
-	return urnic_crc32_update_with(urnic_crc32_impl(), crc, data, n);
+	pthread_once(&crc_once, crc32_init);
+	return update(crc_impl, crc, data, n);
 }

@@ -37,8 +37,6 @@
 
 #include "wire/wire.h"
 
-#define CRC32_POLY 0xedb88320u /* 0x04C11DB7, bit-reflected */
-#define GF2_ONE 0x80000000u    /* the polynomial 1 in the reflected representation */
 #define GF2_X_INV 0xdb710641u  /* x^-1 mod P, reflected: (P - 1) / x */
 
 #define IP_DF 0x4000
@@ -65,10 +63,10 @@ static uint32_t gf2_mul(uint32_t a, uint32_t b)
 {
 	uint32_t r = 0;
 
-	for (uint32_t bit = GF2_ONE; bit; bit >>= 1) {
+	for (uint32_t bit = URNIC_GF2_ONE; bit; bit >>= 1) {
 		if (a & bit)
 			r ^= b;
-		b = (b >> 1) ^ (b & 1 ? CRC32_POLY : 0); /* b *= x */
+		b = (b >> 1) ^ (b & 1 ? URNIC_CRC32_POLY : 0); /* b *= x */
 	}
 	return r;
 }
@@ -83,15 +81,15 @@ static uint32_t crc0_id(uint16_t id)
 
 static void build_unshift_tables(void)
 {
-	uint32_t x_inv8 = GF2_ONE, x_inv2048;
+	uint32_t x_inv8 = URNIC_GF2_ONE, x_inv2048;
 
 	for (int i = 0; i < 8; i++)
 		x_inv8 = gf2_mul(x_inv8, GF2_X_INV);
-	unshift_lo[0] = GF2_ONE;
+	unshift_lo[0] = URNIC_GF2_ONE;
 	for (int i = 1; i < 256; i++)
 		unshift_lo[i] = gf2_mul(unshift_lo[i - 1], x_inv8);
 	x_inv2048 = gf2_mul(unshift_lo[255], x_inv8);
-	unshift_hi[0] = GF2_ONE;
+	unshift_hi[0] = URNIC_GF2_ONE;
 	for (int i = 1; i < 256; i++)
 		unshift_hi[i] = gf2_mul(unshift_hi[i - 1], x_inv2048);
 }
@@ -136,11 +134,6 @@ static void build_tables(void)
 	build_id_inverse();
 	/* the flags field follows the ID: its crc0 is crc0_id's, un-shifted by those 2 bytes */
 	df_clear_delta = gf2_mul(crc0_id(IP_DF), unshift_lo[2]);
-}
-
-static inline uint32_t le32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 /* The masked LRH, IPv4 and UDP headers for a packet whose BTH-to-ICRC part is ib_len bytes. */
@@ -260,7 +253,7 @@ bool urnic_icrc_check(const struct urnic_ip4_flow *flow, const uint8_t *pkt, siz
 		return false;
 	iov.iov_base = (void *)pkt;
 	iov.iov_len = body;
-	residual = icrc_value(flow, 0, IP_DF, &iov, 1, body) ^ le32(pkt + body);
+	residual = icrc_value(flow, 0, IP_DF, &iov, 1, body) ^ urnic_get_le32(pkt + body);
 	if (residual == 0)
 		return true;
 	if (!id_hint)

@@ -110,6 +110,12 @@ static inline uint64_t urnic_get64(const uint8_t *p)
 {
 	return (uint64_t)urnic_get32(p) << 32 | urnic_get32(p + 4);
 }
+/* Little-endian: the ICRC goes on the wire least significant byte first. */
+static inline uint32_t urnic_get_le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
 static inline void urnic_put16(uint8_t *p, uint16_t v)
 {
 	p[0] = (uint8_t)(v >> 8);
@@ -308,6 +314,8 @@ static inline uint32_t urnic_mtu_bytes(int ib_mtu)
  * n bytes: carry-less multiplication where the CPU has PCLMULQDQ, tables otherwise or when
  * URNIC_ICRC=table is set (crc32.c). _with forces one implementation, for tests and benchmarks;
  * asking for CLMUL where it is unavailable gives the tables. */
+#define URNIC_CRC32_POLY 0xedb88320u /* 0x04C11DB7, bit-reflected */
+#define URNIC_GF2_ONE 0x80000000u    /* the polynomial 1 in the reflected representation */
 enum urnic_crc32_impl { URNIC_CRC32_TABLE, URNIC_CRC32_CLMUL };
 enum urnic_crc32_impl urnic_crc32_impl(void);
 uint32_t urnic_crc32_update(uint32_t crc, const void *data, size_t n);

@@ -1,15 +1,7 @@
 /* loop_qp.c - see loop_qp.h. */
 #include "loop_qp.h"
 
-#include <time.h>
-
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
+#include "rc_harness.h" /* rc_now_ms: both live in the rc_harness library */
 
 const char *loop_qp_connect(struct ibv_qp *qp, uint32_t dest_qpn, const union ibv_gid *gid,
 			    enum ibv_mtu mtu, unsigned access)
@@ -40,7 +32,7 @@ const char *loop_qp_connect(struct ibv_qp *qp, uint32_t dest_qpn, const union ib
 
 int loop_qp_poll(struct ibv_cq *cq, int n, struct ibv_wc *wc, unsigned ms)
 {
-	double end = now_ms() + ms;
+	double end = rc_now_ms() + ms;
 	int got = 0;
 
 	while (got < n) {
@@ -49,7 +41,7 @@ int loop_qp_poll(struct ibv_cq *cq, int n, struct ibv_wc *wc, unsigned ms)
 		if (r < 0)
 			break;
 		got += r;
-		if (got < n && now_ms() > end)
+		if (got < n && rc_now_ms() > end)
 			break;
 	}
 	return got;
