@@ -35,6 +35,10 @@
 #define URNIC_TX_SOCKETS 8    /* source ports (ECMP entropy), chosen per QP */
 #define URNIC_SOCK_BUF (8 << 20)
 #define URNIC_RTO_MIN_NS 2000000ull /* fast retransmission timeout floor: scheduling noise */
+/* A request more than this many PSNs ahead of the expected one is dropped without a NAK: a gap
+ * that wide means a million packets lost in a row, so the packet is forged or corrupt, and a NAK
+ * would make the real requester go back for nothing. */
+#define URNIC_RESP_PSN_WINDOW (1 << 20)
 #define URNIC_APP_POLL_NS 50000ull /* engine thread stands back this long after an app poll */
 
 #endif

@@ -617,6 +617,10 @@ void urnic_resp_rx(struct urnic_qp *qp, const struct urnic_rxpkt *pkt, struct ur
 		duplicate(qp, &rp, b);
 		return;
 	}
+	if (d > URNIC_RESP_PSN_WINDOW) { /* no requester is this far ahead: forged or corrupt */
+		urnic_qp_count(qp, URNIC_C_drop_psn, 1);
+		return;
+	}
 	if (d > 0) { /* a gap: NAK, then wait for the retransmission */
 		/* Quietly, except that a packet asking for an ACK gets the NAK again: the first one
 		 * may have been lost, and the requester ignores a repeat it has already acted on. */
