@@ -3,6 +3,7 @@
 #ifndef URNIC_H
 #define URNIC_H
 
+#include <errno.h>
 #include <infiniband/verbs.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -50,7 +51,8 @@ struct urnic_dev {
 	struct urnic_mr **mr_buckets;
 	int nmr;
 
-	atomic_int ncq, npd;
+	/* live objects of each kind, held to what ibv_query_device advertises */
+	atomic_int ncq, npd, nah, nsrq;
 
 	/* engine */
 	pthread_t thread;
@@ -73,6 +75,22 @@ struct urnic_dev {
 int urnic_dev_get(struct urnic_ibdev *ibdev, struct urnic_dev **out);
 void urnic_dev_put(struct urnic_dev *dev);
 struct urnic_ibdev *urnic_ibdev_of(struct ibv_device *device);
+
+/* Takes one of max objects counted by n. When all are taken: false, errno ENOMEM, as siw
+ * (num_qp > SIW_MAX_QP) and mlx5 (firmware LIM_ERR) report it; rxe's pools say EINVAL. */
+static inline bool urnic_take(atomic_int *n, int max)
+{
+	if (atomic_fetch_add(n, 1) < max)
+		return true;
+	atomic_fetch_sub(n, 1);
+	errno = ENOMEM;
+	return false;
+}
+
+static inline void urnic_give(atomic_int *n)
+{
+	atomic_fetch_sub(n, 1);
+}
 
 static inline void urnic_count(struct urnic_dev *dev, enum urnic_counter c, uint64_t n)
 {

@@ -25,9 +25,12 @@ URNIC_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_in
 		errno = EINVAL;
 		return NULL;
 	}
+	if (!urnic_take(&ctx_dev(pd->context)->nsrq, URNIC_MAX_SRQ))
+		return NULL;
 	srq = calloc(1, sizeof(*srq));
 	if (!srq || urnic_rq_init(&srq->rq, a->max_wr, a->max_sge ? a->max_sge : 1)) {
 		free(srq);
+		urnic_give(&ctx_dev(pd->context)->nsrq);
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -76,6 +79,7 @@ URNIC_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
 	if (atomic_load(&srq->users) > 0)
 		return EBUSY;
 	atomic_fetch_sub(&to_upd(ibsrq->pd)->users, 1);
+	urnic_give(&ctx_dev(ibsrq->context)->nsrq);
 	urnic_rq_destroy(&srq->rq);
 	pthread_mutex_destroy(&ibsrq->mutex);
 	pthread_cond_destroy(&ibsrq->cond);
@@ -100,8 +104,11 @@ URNIC_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr 
 		errno = EINVAL;
 		return NULL;
 	}
+	if (!urnic_take(&ctx_dev(pd->context)->nah, URNIC_MAX_AH))
+		return NULL;
 	ah = calloc(1, sizeof(*ah));
 	if (!ah) {
+		urnic_give(&ctx_dev(pd->context)->nah);
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -115,6 +122,7 @@ URNIC_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr 
 URNIC_EXPORT int ibv_destroy_ah(struct ibv_ah *ibah)
 {
 	atomic_fetch_sub(&to_upd(ibah->pd)->users, 1);
+	urnic_give(&ctx_dev(ibah->context)->nah);
 	free(to_uah(ibah));
 	return 0;
 }

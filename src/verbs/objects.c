@@ -16,14 +16,11 @@ URNIC_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
 	struct urnic_dev *dev = ctx_dev(context);
 	struct urnic_pd *pd;
 
-	if (atomic_fetch_add(&dev->npd, 1) >= URNIC_MAX_PD) {
-		atomic_fetch_sub(&dev->npd, 1);
-		errno = ENOMEM;
+	if (!urnic_take(&dev->npd, URNIC_MAX_PD))
 		return NULL;
-	}
 	pd = calloc(1, sizeof(*pd));
 	if (!pd) {
-		atomic_fetch_sub(&dev->npd, 1);
+		urnic_give(&dev->npd);
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -38,7 +35,7 @@ URNIC_EXPORT int ibv_dealloc_pd(struct ibv_pd *ibpd)
 
 	if (atomic_load(&pd->users) > 0)
 		return EBUSY;
-	atomic_fetch_sub(&ctx_dev(ibpd->context)->npd, 1);
+	urnic_give(&ctx_dev(ibpd->context)->npd);
 	free(pd);
 	return 0;
 }
@@ -206,11 +203,8 @@ URNIC_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, 
 		errno = EINVAL;
 		return NULL;
 	}
-	if (atomic_fetch_add(&dev->ncq, 1) >= URNIC_MAX_CQ) {
-		atomic_fetch_sub(&dev->ncq, 1);
-		errno = ENOMEM;
+	if (!urnic_take(&dev->ncq, URNIC_MAX_CQ))
 		return NULL;
-	}
 	cq = calloc(1, sizeof(*cq));
 	if (cq) {
 		cq->size = pow2_at_least((uint32_t)cqe);
@@ -219,7 +213,7 @@ URNIC_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, 
 	if (!cq || !cq->ring) {
 		if (cq)
 			free(cq);
-		atomic_fetch_sub(&dev->ncq, 1);
+		urnic_give(&dev->ncq);
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -243,7 +237,7 @@ URNIC_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 		return EBUSY;
 	if (ibcq->channel)
 		__atomic_fetch_sub(&ibcq->channel->refcnt, 1, __ATOMIC_SEQ_CST);
-	atomic_fetch_sub(&ctx_dev(ibcq->context)->ncq, 1);
+	urnic_give(&ctx_dev(ibcq->context)->ncq);
 	pthread_mutex_destroy(&cq->lock);
 	pthread_mutex_destroy(&ibcq->mutex);
 	pthread_cond_destroy(&ibcq->cond);

@@ -403,6 +403,11 @@ static struct urnic_stats_qp *stats_slot(struct urnic_dev *dev, uint32_t qpn,
 	return NULL; /* more QPs than slots: device counters still count */
 }
 
+static uint32_t qpn_of(const struct urnic_dev *dev, uint32_t slot)
+{
+	return ((uint32_t)dev->qp_gen[slot] * URNIC_MAX_QP + slot) & URNIC_QPN_MASK;
+}
+
 /* QPN: table slot in the low bits, a generation above, so a stale packet for a destroyed QP
  * does not reach its successor. QPNs 0 and 1 are reserved by IB. */
 static int add_qp(struct urnic_dev *dev, struct urnic_qp *qp)
@@ -414,10 +419,14 @@ static int add_qp(struct urnic_dev *dev, struct urnic_qp *qp)
 	pthread_mutex_lock(&dev->qp_lock);
 	for (uint32_t i = 0; i < URNIC_MAX_QP; i++) {
 		uint32_t slot = (start + i) % URNIC_MAX_QP;
-		uint32_t qpn = ((uint32_t)dev->qp_gen[slot] * URNIC_MAX_QP + slot) & URNIC_QPN_MASK;
+		uint32_t qpn;
 
-		if (dev->qp_table[slot] || qpn < 2)
+		if (dev->qp_table[slot])
 			continue;
+		/* QPNs 0 and 1 are reserved: their slot moves to the next generation, so that all
+		 * URNIC_MAX_QP slots (the advertised max_qp) can hold a QP */
+		while ((qpn = qpn_of(dev, slot)) < 2)
+			dev->qp_gen[slot]++;
 		qp->ibv.qp_num = qpn;
 		qp->live_idx = dev->nqp;
 		dev->qps[dev->nqp++] = qp;
