@@ -195,6 +195,21 @@ void urnic_progress_idle(struct urnic_dev *dev)
 	urnic_engine_wake(dev);
 }
 
+void urnic_engine_inject(struct urnic_dev *dev, struct urnic_rxpkt *pkts, int n)
+{
+	static _Thread_local struct urnic_txbatch b;
+
+	pthread_mutex_lock(&dev->progress_lock);
+	urnic_tx_init(&b, dev);
+	process_rx(dev, pkts, n, &b);
+	for (int turn = 0; dev->tx_pending && turn < 4; turn++) {
+		pthread_mutex_lock(&dev->qp_lock);
+		scan_qps(dev, &b);
+		pthread_mutex_unlock(&dev->qp_lock);
+	}
+	pthread_mutex_unlock(&dev->progress_lock);
+}
+
 static void *engine_main(void *arg)
 {
 	struct urnic_dev *dev = arg;

@@ -83,6 +83,9 @@ void urnic_engine_wake(struct urnic_dev *dev);
 void urnic_engine_deadline(struct urnic_dev *dev, uint64_t deadline);
 /* Runs one engine turn in the calling application thread (from an empty poll_cq). */
 void urnic_progress(struct urnic_dev *dev);
+/* Runs n packets through the receive path as if they had just arrived (the ACKs they owe and
+ * the READ responses they start included), holding progress_lock: for the fuzz target. */
+void urnic_engine_inject(struct urnic_dev *dev, struct urnic_rxpkt *pkts, int n);
 /* An application poll emptied a CQ: the application may now wait on memory rather than on the
  * CQ (perftest's write latency loop does), so the engine thread stops standing back. */
 void urnic_progress_leave(struct urnic_dev *dev);
