@@ -2,7 +2,8 @@
 # deps.sh - installs what urnic needs to build and test on Debian 12 (idempotent; root or sudo).
 set -euo pipefail
 PKGS=(cmake gcc make pkg-config libibverbs-dev ibverbs-utils perftest tshark iproute2 nftables valgrind
-	ucx-utils libfabric-bin iperf3 gnuplot-nox time)  # second line: bench/compare.sh
+	ucx-utils libfabric-bin iperf3 gnuplot-nox time  # bench/compare.sh
+	clang libclang-rt-14-dev)  # scripts/fuzz.sh: libFuzzer
 missing=()
 for p in "${PKGS[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -27,3 +27,7 @@ if [ "${URNIC_SKIP_TSAN:-0}" != 1 ]; then
 	CTEST_ARGS=(-LE lossy)
 	run_suite build-tsan -DURNIC_TSAN=ON -DCMAKE_BUILD_TYPE=Debug
 fi
+if [ "${URNIC_SKIP_FUZZ:-0}" != 1 ]; then
+	echo "== fuzz: the receive path under libFuzzer, 60 s =="
+	bash scripts/fuzz.sh 60
+fi
