@@ -857,3 +857,11 @@ int rc_sizes(const struct rc *rc, size_t max, size_t out[RC_NSIZES])
 			out[n++] = all[i];
 	return n;
 }
+
+uint32_t rc_rand(uint32_t *state)
+{
+	*state ^= *state << 13;
+	*state ^= *state >> 17;
+	*state ^= *state << 5;
+	return *state;
+}

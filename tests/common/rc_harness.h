@@ -12,7 +12,7 @@
 /* Exit codes, as ctest and the liburing tests read them. */
 enum { RC_PASS = 0, RC_FAIL = 1, RC_SKIP = 77 };
 
-#define RC_MAX_QP 16
+#define RC_MAX_QP 64
 #define RC_MIB ((size_t)1 << 20)
 #define RC_GUARD 4096u		  /* canary bytes checked around every landing zone */
 #define RC_CANARY 0xa5		  /* value of those bytes */
@@ -161,6 +161,9 @@ int rc_sizes(const struct rc *rc, size_t max, size_t out[RC_NSIZES]);
 
 /* Client only: SIGKILLs the server and reaps it; the harness then expects no peer. */
 void rc_kill_peer(struct rc *rc);
+
+/* xorshift32: a seeded, reproducible sequence for tests that pick at random (state never 0). */
+uint32_t rc_rand(uint32_t *state);
 
 double rc_now_ms(void);
 void rc_sleep_ms(unsigned ms);

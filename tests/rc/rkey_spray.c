@@ -38,46 +38,38 @@ struct spray_wr {
 	uint32_t rkey, len;
 };
 
-static uint32_t xorshift(uint32_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 17;
-	*s ^= *s << 5;
-	return *s;
-}
-
 /* A target the spray aims at: mostly near the regions, since far-off addresses are easy. */
 static uint64_t pick_va(const struct layout *l, uint32_t *s)
 {
 	uint64_t span = NREGIONS * (REGION + PAGE) + PAGE;
-	uint32_t r = xorshift(s);
+	uint32_t r = rc_rand(s);
 
 	switch (r % 6) {
 	case 0: /* anywhere in the layout, canary pages included */
-		return l->base + xorshift(s) % span;
+		return l->base + rc_rand(s) % span;
 	case 1: /* straddling a region's start */
-		return l->addr[xorshift(s) % NREGIONS] - 1 - xorshift(s) % 64;
+		return l->addr[rc_rand(s) % NREGIONS] - 1 - rc_rand(s) % 64;
 	case 2: /* straddling a region's end */
-		return l->addr[xorshift(s) % NREGIONS] + REGION - xorshift(s) % 64;
+		return l->addr[rc_rand(s) % NREGIONS] + REGION - rc_rand(s) % 64;
 	case 3: /* a random 64-bit address */
-		return ((uint64_t)xorshift(s) << 32) | xorshift(s);
+		return ((uint64_t)rc_rand(s) << 32) | rc_rand(s);
 	case 4: /* inside A, where most of the legal WRITEs come from */
-		return l->addr[R_A] + xorshift(s) % REGION;
+		return l->addr[R_A] + rc_rand(s) % REGION;
 	default: /* inside any region */
-		return l->addr[xorshift(s) % NREGIONS] + xorshift(s) % REGION;
+		return l->addr[rc_rand(s) % NREGIONS] + rc_rand(s) % REGION;
 	}
 }
 
 static uint32_t pick_rkey(const struct layout *l, uint32_t *s)
 {
-	uint32_t r = xorshift(s) % 8, k;
+	uint32_t r = rc_rand(s) % 8, k;
 
 	if (r < 4)
 		return l->rkey[R_A];
 	if (r < 7)
 		return l->rkey[1 + r - 4]; /* B, D, P */
 	do
-		k = xorshift(s);
+		k = rc_rand(s);
 	while (k == l->harness_rkey);
 	return k;
 }
@@ -86,7 +78,7 @@ static struct spray_wr pick(const struct layout *l, uint32_t *s)
 {
 	struct spray_wr w = {.rkey = pick_rkey(l, s), .va = pick_va(l, s)};
 
-	w.len = xorshift(s) % 16 == 0 ? 0 : 1 + xorshift(s) % MAX_LEN;
+	w.len = rc_rand(s) % 16 == 0 ? 0 : 1 + rc_rand(s) % MAX_LEN;
 	return w;
 }
 
