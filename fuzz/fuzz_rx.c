@@ -64,8 +64,7 @@ static void modify(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask, const cha
 static void peer_ah(struct ibv_ah_attr *ah)
 {
 	*ah = (struct ibv_ah_attr){.is_global = 1, .port_num = 1, .grh = {.hop_limit = 64}};
-	ah->grh.dgid.raw[10] = ah->grh.dgid.raw[11] = 0xff;
-	memcpy(ah->grh.dgid.raw + 12, &(uint32_t){PEER_ADDR}, 4);
+	urnic_gid_from_ipv4(PEER_ADDR, &ah->grh.dgid);
 }
 
 /* RESET -> INIT -> RTR -> RTS, connected to the fake peer at PSN 0 both ways. */

@@ -7,6 +7,7 @@
 #include <infiniband/verbs.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -90,6 +91,25 @@ static inline bool urnic_take(atomic_int *n, int max)
 static inline void urnic_give(atomic_int *n)
 {
 	atomic_fetch_sub(n, 1);
+}
+
+/* RoCEv2 over IPv4: a GID is the IPv4-mapped IPv6 address ::ffff:a.b.c.d (addr in network
+ * order). */
+static const uint8_t urnic_v4mapped_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+static inline void urnic_gid_from_ipv4(uint32_t addr, union ibv_gid *gid)
+{
+	memcpy(gid->raw, urnic_v4mapped_prefix, sizeof(urnic_v4mapped_prefix));
+	memcpy(&gid->raw[12], &addr, 4);
+}
+
+/* false if gid is not IPv4-mapped */
+static inline bool urnic_gid_to_ipv4(const union ibv_gid *gid, uint32_t *addr)
+{
+	if (memcmp(gid->raw, urnic_v4mapped_prefix, sizeof(urnic_v4mapped_prefix)) != 0)
+		return false;
+	memcpy(addr, &gid->raw[12], 4);
+	return true;
 }
 
 static inline void urnic_count(struct urnic_dev *dev, enum urnic_counter c, uint64_t n)

@@ -96,11 +96,11 @@ int urnic_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr, struct ib
 
 URNIC_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 {
-	static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 	struct urnic_ah *ah;
+	uint32_t daddr;
 
 	if (!attr->is_global || attr->grh.sgid_index != 0 || attr->port_num > 1 ||
-	    memcmp(attr->grh.dgid.raw, v4mapped, sizeof(v4mapped)) != 0) {
+	    !urnic_gid_to_ipv4(&attr->grh.dgid, &daddr)) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -112,7 +112,7 @@ URNIC_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr 
 		errno = ENOMEM;
 		return NULL;
 	}
-	memcpy(&ah->daddr, &attr->grh.dgid.raw[12], 4);
+	ah->daddr = daddr;
 	ah->ibv.context = pd->context;
 	ah->ibv.pd = pd;
 	atomic_fetch_add(&to_upd(pd)->users, 1);
@@ -179,13 +179,6 @@ static int grh_ip_version(const struct ibv_grh *grh)
 	return (ip4->version_ihl & 0xf) == 5 && ipv4_checksum_ok(ip4) ? 4 : 6;
 }
 
-static void ipv4_mapped_gid(__be32 addr, union ibv_gid *gid)
-{
-	memset(gid, 0, sizeof(*gid));
-	gid->raw[10] = gid->raw[11] = 0xff;
-	memcpy(&gid->raw[12], &addr, sizeof(addr));
-}
-
 /* The index of the port's GID equal to gid, or -1 with errno set.  Every urnic GID is RoCEv2
  * (see ibv_query_gid_type), so the type needs no comparing. */
 static int find_gid_index(struct ibv_context *context, uint8_t port_num, const union ibv_gid *gid)
@@ -211,11 +204,11 @@ static int route_from_ipv4(struct ibv_context *context, uint8_t port_num,
 		errno = EINVAL;
 		return -1;
 	}
-	ipv4_mapped_gid(ip4->daddr, &local);
+	urnic_gid_from_ipv4(ip4->daddr, &local);
 	index = find_gid_index(context, port_num, &local);
 	if (index < 0)
 		return -1;
-	ipv4_mapped_gid(ip4->saddr, &ah_attr->grh.dgid);
+	urnic_gid_from_ipv4(ip4->saddr, &ah_attr->grh.dgid);
 	ah_attr->grh.sgid_index = (uint8_t)index;
 	ah_attr->grh.hop_limit = ip4->ttl;
 	ah_attr->grh.traffic_class = ip4->tos;

@@ -266,9 +266,7 @@ static int dev_start(struct urnic_ibdev *ibdev, struct urnic_dev **out)
 		return err;
 	}
 	dev->active_mtu = active_mtu_for(dev->addr);
-	memset(&dev->gid, 0, sizeof(dev->gid));
-	dev->gid.raw[10] = dev->gid.raw[11] = 0xff;
-	memcpy(&dev->gid.raw[12], &dev->addr, 4);
+	urnic_gid_from_ipv4(dev->addr, &dev->gid);
 	stats_open(dev);
 	err = urnic_engine_start(dev);
 	if (err) {

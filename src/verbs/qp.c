@@ -122,16 +122,6 @@ static bool transition_legal(enum ibv_qp_type type, enum ibv_qp_state cur,
 
 /* ---------------- attribute values ---------------- */
 
-static bool gid_to_ipv4(const union ibv_gid *gid, uint32_t *addr)
-{
-	static const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-
-	if (memcmp(gid->raw, prefix, sizeof(prefix)) != 0)
-		return false;
-	memcpy(addr, &gid->raw[12], 4);
-	return true;
-}
-
 static int check_values(struct urnic_qp *qp, const struct ibv_qp_attr *a, unsigned mask)
 {
 	struct urnic_dev *dev = qp->dev;
@@ -150,7 +140,7 @@ static int check_values(struct urnic_qp *qp, const struct ibv_qp_attr *a, unsign
 		return EINVAL;
 	if ((mask & IBV_QP_AV) &&
 	    (!a->ah_attr.is_global || a->ah_attr.grh.sgid_index != 0 ||
-	     a->ah_attr.port_num > 1 || !gid_to_ipv4(&a->ah_attr.grh.dgid, &addr) || addr == 0))
+	     a->ah_attr.port_num > 1 || !urnic_gid_to_ipv4(&a->ah_attr.grh.dgid, &addr) || addr == 0))
 		return EINVAL; /* RoCE needs a GRH, and urnic speaks IPv4 */
 	if ((mask & IBV_QP_DEST_QPN) && a->dest_qp_num > URNIC_QPN_MASK)
 		return EINVAL;
@@ -229,7 +219,7 @@ static int enter_rtr(struct urnic_qp *qp)
 	qp->rd = rd;
 	qp->rd_size = n;
 	qp->rd_head = qp->rd_count = 0;
-	gid_to_ipv4(&qp->attr.ah_attr.grh.dgid, &qp->peer_addr);
+	urnic_gid_to_ipv4(&qp->attr.ah_attr.grh.dgid, &qp->peer_addr);
 	qp->peer_ip_id = 0;
 	/* a UD message is one packet of up to the port's MTU */
 	qp->mtu = urnic_mtu_bytes(qp->ibv.qp_type == IBV_QPT_UD ? qp->dev->active_mtu
