@@ -61,12 +61,6 @@ static const struct {
 	[F_PSN_FAR_AHEAD] = {"PSN 2^22 ahead of the expected one", URNIC_C_drop_psn},
 };
 
-static const char *const counter_names[URNIC_C_COUNT] = {
-#define NAME(id, name) [URNIC_C_##id] = name,
-	URNIC_COUNTERS(NAME)
-#undef NAME
-};
-
 /* The counters this test watches, device-wide, from the server's own stats file. */
 static void read_counters(struct rc *rc, uint64_t out[URNIC_C_COUNT])
 {
@@ -125,9 +119,9 @@ static int server(struct rc *rc)
 	for (int f = 0; f < F_COUNT; f++) {
 		enum urnic_counter c = forgeries[f].counter;
 
-		rc_step(rc, "counter %s after %s", counter_names[c], forgeries[f].name);
+		rc_step(rc, "counter %s after %s", urnic_counter_names[c], forgeries[f].name);
 		RC_CHECK(rc, after[c] - before[c] == want[c], "%s moved by %llu, expected %llu",
-			 counter_names[c], (unsigned long long)(after[c] - before[c]),
+			 urnic_counter_names[c], (unsigned long long)(after[c] - before[c]),
 			 (unsigned long long)want[c]);
 	}
 	rc_step(rc, "a forgery drew no NAK and no duplicate handling");
