@@ -104,7 +104,9 @@ int main(void)
 		int got = loop_qp_poll(cq, 2, wc, 20000);
 
 		if (got < 2)
-			FAIL("message %d: %d completions", m, got);
+			FAIL("message %d: %d completions%s%s (opcode %d)", m, got,
+			     got ? ", the first: " : "", got ? ibv_wc_status_str(wc[0].status) : "",
+			     got ? (int)wc[0].opcode : -1);
 		struct ibv_wc *r = wc[0].opcode == IBV_WC_RECV ? &wc[0] : &wc[1];
 
 		if (r->status != IBV_WC_SUCCESS || r->opcode != IBV_WC_RECV ||
