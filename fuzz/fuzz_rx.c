@@ -12,6 +12,8 @@
  * ctl bit 3:    patch the RETH/AtomicETH rkey with the MR's, and make its VA the MR's base plus
  *               the low 16 bits of the VA field (so the memory checks see real memory)
  * ctl bit 4:    send it from a stranger's address instead of the connected peer's
+ * ctl bit 5:    deliver it as segment i (its record number) of a GRO receive, its ICRC (if bit
+ *               0 recomputes it) for IP ID i, as a urnic GSO sender stamps it
  * Every input starts from the same state: each QP reset and reconnected, the MR zeroed.
  *
  * URNIC_FUZZ_SEEDS=DIR fuzz_rx writes the seed corpus (a packet of every known opcode, and some
@@ -273,10 +275,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			patch(p, len, ctl);
 		uint32_t saddr = (ctl & 16) ? STRANGER_ADDR : PEER_ADDR;
 
-		if ((ctl & 1) && len >= URNIC_BTH_LEN + URNIC_ICRC_LEN)
+		uint16_t seg = (ctl & 32) ? (uint16_t)n : 0;
+
+		if ((ctl & 1) && len >= URNIC_BTH_LEN + URNIC_ICRC_LEN) {
 			seal(p, len, saddr);
-		pkts[n++] = (struct urnic_rxpkt){
-			.saddr = saddr, .daddr = F.dev->addr, .sport = PEER_SPORT, .len = len, .data = p};
+			urnic_icrc_move_ip_id(p + len - URNIC_ICRC_LEN, len, 0, seg);
+		}
+		pkts[n++] = (struct urnic_rxpkt){.saddr = saddr,
+						 .daddr = F.dev->addr,
+						 .sport = PEER_SPORT,
+						 .seg = seg,
+						 .len = len,
+						 .data = p};
 	}
 	if (n)
 		urnic_engine_inject(F.dev, pkts, n);

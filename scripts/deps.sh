@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # deps.sh - installs what urnic needs to build and test on Debian 12 (idempotent; root or sudo).
 set -euo pipefail
-PKGS=(cmake gcc make pkg-config libibverbs-dev ibverbs-utils perftest tshark iproute2 nftables valgrind
+PKGS=(cmake gcc make pkg-config libibverbs-dev ibverbs-utils perftest tshark iproute2 ethtool nftables valgrind
 	ucx-utils libfabric-bin iperf3 gnuplot-nox time  # bench/compare.sh
 	clang libclang-rt-14-dev)  # scripts/fuzz.sh: libFuzzer
 missing=()

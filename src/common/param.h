@@ -29,8 +29,14 @@
 /* Transport tuning. */
 #define URNIC_TX_WINDOW 128   /* packets a requester has outstanding (incl. READ responses) */
 #define URNIC_ACKREQ_EVERY 32 /* AckReq at least this often inside a long message */
-#define URNIC_RX_BATCH 64     /* packets per recvmmsg */
-#define URNIC_TX_BATCH 32     /* packets per sendmmsg */
+#define URNIC_RX_SLOTS 32     /* datagrams per recvmmsg */
+#define URNIC_TX_BATCH 64     /* packets per sendmmsg */
+/* UDP GSO/GRO: one send or receive of up to this many packets (the kernel's GRO limit too) ... */
+#define URNIC_GSO_MAX_SEGS 64
+/* ... and of at most this many bytes of UDP payload (65507 is IPv4's limit) */
+#define URNIC_GSO_MAX_BYTES 65000
+#define URNIC_RX_SLOT_LEN 65536 /* a receive buffer: one datagram, coalesced or not */
+#define URNIC_RX_BATCH (URNIC_RX_SLOTS * URNIC_GSO_MAX_SEGS) /* packets one receive delivers */
 #define URNIC_RESP_BURST 64   /* READ response packets sent per QP per engine turn */
 #define URNIC_TX_SOCKETS 8    /* source ports (ECMP entropy), chosen per QP */
 #define URNIC_SOCK_BUF (8 << 20)

@@ -147,14 +147,18 @@ static void sleep_until(struct urnic_dev *dev, uint64_t deadline)
 
 /* One turn of the engine: a receive batch and what it owes, then timers and READ responses.
  * Caller holds progress_lock. Returns true if there may be more to do right away. */
-static bool progress_turn(struct urnic_dev *dev, struct urnic_rxpkt *pkts,
-			  struct urnic_txbatch *b)
+static bool progress_turn(struct urnic_dev *dev, struct urnic_txbatch *b)
 {
-	int n = urnic_net_recv(&dev->net, pkts);
+	struct urnic_net_tally t = {0};
+	int n = urnic_net_recv(&dev->net, dev->net.rx_pkts, &t);
 
 	if (n > 0) {
 		urnic_count(dev, URNIC_C_rx_syscalls, 1);
-		process_rx(dev, pkts, n, b);
+		if (t.gro_receives)
+			urnic_count(dev, URNIC_C_gro_receives, t.gro_receives);
+		if (t.gro_excess)
+			urnic_count(dev, URNIC_C_drop_gro_excess, t.gro_excess);
+		process_rx(dev, dev->net.rx_pkts, n, b);
 	}
 	if (dev->tx_pending || urnic_now_ns() >= atomic_load(&dev->timer_next)) {
 		pthread_mutex_lock(&dev->qp_lock);
@@ -170,13 +174,12 @@ static bool progress_turn(struct urnic_dev *dev, struct urnic_rxpkt *pkts,
 void urnic_progress(struct urnic_dev *dev)
 {
 	static _Thread_local struct urnic_txbatch b;
-	static _Thread_local struct urnic_rxpkt pkts[URNIC_RX_BATCH];
 
 	atomic_store_explicit(&dev->app_poll_ns, urnic_now_ns(), memory_order_relaxed);
 	if (pthread_mutex_trylock(&dev->progress_lock) != 0)
 		return;
 	urnic_tx_init(&b, dev);
-	progress_turn(dev, pkts, &b);
+	progress_turn(dev, &b);
 	pthread_mutex_unlock(&dev->progress_lock);
 }
 
@@ -213,13 +216,12 @@ void urnic_engine_inject(struct urnic_dev *dev, struct urnic_rxpkt *pkts, int n)
 static void *engine_main(void *arg)
 {
 	struct urnic_dev *dev = arg;
-	struct urnic_rxpkt pkts[URNIC_RX_BATCH];
 	static _Thread_local struct urnic_txbatch b;
 
 	urnic_tx_init(&b, dev);
 	while (!atomic_load(&dev->stop)) {
 		pthread_mutex_lock(&dev->progress_lock);
-		bool busy = progress_turn(dev, pkts, &b);
+		bool busy = progress_turn(dev, &b);
 
 		pthread_mutex_unlock(&dev->progress_lock);
 		if (!busy)

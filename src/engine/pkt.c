@@ -43,12 +43,14 @@ void urnic_tx_init(struct urnic_txbatch *b, struct urnic_dev *dev)
 
 void urnic_tx_flush(struct urnic_txbatch *b)
 {
-	uint64_t syscalls = 0;
+	struct urnic_net_tally t = {0};
 
 	if (b->n == 0)
 		return;
-	urnic_net_send(&b->dev->net, b->pkts, b->n, &syscalls);
-	urnic_count(b->dev, URNIC_C_tx_syscalls, syscalls);
+	urnic_net_send(&b->dev->net, b->pkts, b->n, &t);
+	urnic_count(b->dev, URNIC_C_tx_syscalls, t.syscalls);
+	if (t.gso_sends)
+		urnic_count(b->dev, URNIC_C_gso_sends, t.gso_sends);
 	b->n = 0;
 }
 
@@ -92,6 +94,7 @@ void urnic_tx_finish(struct urnic_qp *qp, struct urnic_txpkt *p, uint32_t payloa
 	p->hdr[1] = (uint8_t)((p->hdr[1] & ~0x30) | pad << 4);
 	memset(p->trailer, 0, sizeof(p->trailer));
 	p->len = hdr_len + payload_len + pad + URNIC_ICRC_LEN;
+	p->ip_id = 0;
 	p->iov[p->iovcnt++] = (struct iovec){.iov_base = p->trailer, .iov_len = pad};
 	URNIC_DMA_BEGIN(); /* the payload iovec points into an MR */
 	urnic_icrc_compute(&flow, p->iov, p->iovcnt, p->len - URNIC_ICRC_LEN, p->trailer + pad);

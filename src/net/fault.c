@@ -78,7 +78,7 @@ int urnic_fault_config(struct urnic_fault *f, const char *spec)
 
 int urnic_fault_apply(struct urnic_fault *f, struct urnic_rxpkt *pkts, int n, int max)
 {
-	struct urnic_rxpkt in[URNIC_RX_BATCH];
+	struct urnic_rxpkt *in = f->in;
 	int out = 0, ndup = 0;
 	bool released = false; /* held_buf is in pkts[]: hold nothing new in this call */
 
@@ -112,7 +112,7 @@ int urnic_fault_apply(struct urnic_fault *f, struct urnic_rxpkt *pkts, int n, in
 			f->held = false;
 			released = true;
 		}
-		if (out < max && ndup < URNIC_RX_BATCH && chance(f, f->dup)) {
+		if (out < max && ndup < URNIC_FAULT_DUPS && chance(f, f->dup)) {
 			memcpy(f->dup_buf[ndup], p.data, p.len);
 			pkts[out] = p;
 			pkts[out++].data = f->dup_buf[ndup++];

@@ -9,6 +9,8 @@
 
 #include "net/net.h"
 
+#define URNIC_FAULT_DUPS 64 /* duplicates one receive batch can get */
+
 struct urnic_fault {
 	bool on;
 	double drop, dup, reorder, corrupt;
@@ -16,7 +18,8 @@ struct urnic_fault {
 	bool held; /* a packet kept back to be delivered after the next one */
 	struct urnic_rxpkt held_pkt;
 	uint8_t held_buf[URNIC_RX_BUF_LEN];
-	uint8_t dup_buf[URNIC_RX_BATCH][URNIC_RX_BUF_LEN];
+	uint8_t dup_buf[URNIC_FAULT_DUPS][URNIC_RX_BUF_LEN];
+	struct urnic_rxpkt in[URNIC_RX_BATCH]; /* the batch as received, while rewriting it */
 	uint64_t dropped, duplicated, reordered, corrupted;
 };
 

@@ -4,6 +4,7 @@
 
 #include <netinet/in.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include "common/param.h"
@@ -18,7 +19,8 @@ struct urnic_txpkt {
 	uint32_t daddr; /* network order */
 	uint16_t sport_idx;
 	uint16_t iovcnt;
-	uint32_t len; /* BTH through ICRC */
+	uint32_t len;	/* BTH through ICRC */
+	uint16_t ip_id; /* the IPv4 ID the ICRC is computed for: 0, or its place in a GSO send */
 	uint8_t hdr[URNIC_MAX_HDR_LEN];
 	uint8_t trailer[8];
 	struct iovec iov[URNIC_TX_MAX_IOV];
@@ -27,8 +29,17 @@ struct urnic_txpkt {
 struct urnic_rxpkt {
 	uint32_t saddr, daddr; /* network order */
 	uint16_t sport;
+	uint16_t seg; /* its place in a GRO receive (0: alone, or the first) */
 	uint32_t len;
 	uint8_t *data; /* BTH through ICRC */
+};
+
+/* What a send or receive call did, for the device's counters. */
+struct urnic_net_tally {
+	uint64_t syscalls;
+	uint64_t gso_sends;	   /* sends that carried more than one packet */
+	uint64_t gro_receives;	   /* datagrams that carried more than one packet */
+	uint64_t gro_excess;	   /* packets past URNIC_GSO_MAX_SEGS in one datagram: dropped */
 };
 
 struct urnic_fault;
@@ -39,18 +50,29 @@ struct urnic_net {
 	int rx_fd;
 	int tx_fd[URNIC_TX_SOCKETS];
 	uint16_t tx_port[URNIC_TX_SOCKETS];
-	/* receive ring */
+	/* UDP segmentation offload: runs of equal-sized packets to one peer leave in one send; off
+	 * with URNIC_GSO=0, where the kernel lacks it, or after a send the route refused */
+	bool gso;
+	bool gro; /* the receive socket takes coalesced datagrams (UDP_GRO) */
+	/* receive ring: URNIC_RX_SLOTS datagrams of URNIC_RX_SLOT_LEN, and the packets in them */
 	uint8_t *rx_bufs;
-	struct iovec rx_iov[URNIC_RX_BATCH];
-	struct sockaddr_in rx_from[URNIC_RX_BATCH];
+	struct iovec rx_iov[URNIC_RX_SLOTS];
+	struct sockaddr_in rx_from[URNIC_RX_SLOTS];
+	union {
+		struct cmsghdr hdr;
+		uint8_t buf[CMSG_SPACE(sizeof(int))];
+	} rx_ctl[URNIC_RX_SLOTS];
+	struct urnic_rxpkt *rx_pkts; /* URNIC_RX_BATCH, for the progress_lock holder */
 };
 
 int urnic_net_open(struct urnic_net *net, uint32_t addr);
 void urnic_net_close(struct urnic_net *net);
-/* Sends n packets (batched per source socket). Returns packets handed to the kernel. */
-int urnic_net_send(struct urnic_net *net, struct urnic_txpkt *pkts, int n, uint64_t *syscalls);
+/* Sends n packets (batched per source socket, and per GSO run). Returns packets handed to the
+ * kernel. A packet's ICRC may be moved to the IP ID of its place in a GSO send. */
+int urnic_net_send(struct urnic_net *net, struct urnic_txpkt *pkts, int n,
+		   struct urnic_net_tally *t);
 /* Receives up to URNIC_RX_BATCH packets without blocking; fills out[]; returns the count. */
-int urnic_net_recv(struct urnic_net *net, struct urnic_rxpkt *out);
+int urnic_net_recv(struct urnic_net *net, struct urnic_rxpkt *out, struct urnic_net_tally *t);
 uint16_t urnic_net_sport(const struct urnic_net *net, unsigned idx);
 
 #endif

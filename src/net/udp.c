@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/udp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -45,6 +46,19 @@ static int open_socket(uint32_t addr, uint16_t port, uint16_t *bound_port)
 	return fd;
 }
 
+/* GSO where the kernel has it (Linux 4.18) and URNIC_GSO is not 0; GRO on the receive socket
+ * whenever the kernel has it (5.0), since coalesced datagrams may come from any peer. */
+static void offload_setup(struct urnic_net *net)
+{
+	const char *env = getenv("URNIC_GSO");
+	int off = 0, on = 1;
+
+	net->gso = !(env && env[0] == '0');
+	for (int i = 0; i < URNIC_TX_SOCKETS && net->gso; i++)
+		net->gso = setsockopt(net->tx_fd[i], SOL_UDP, UDP_SEGMENT, &off, sizeof(off)) == 0;
+	net->gro = setsockopt(net->rx_fd, SOL_UDP, UDP_GRO, &on, sizeof(on)) == 0;
+}
+
 int urnic_net_open(struct urnic_net *net, uint32_t addr)
 {
 	memset(net, 0, sizeof(*net));
@@ -74,15 +88,17 @@ int urnic_net_open(struct urnic_net *net, uint32_t addr)
 			return -EINVAL;
 		}
 	}
-	net->rx_bufs = malloc((size_t)URNIC_RX_BATCH * URNIC_RX_BUF_LEN);
-	if (!net->rx_bufs) {
+	net->rx_bufs = malloc((size_t)URNIC_RX_SLOTS * URNIC_RX_SLOT_LEN);
+	net->rx_pkts = calloc(URNIC_RX_BATCH, sizeof(*net->rx_pkts));
+	if (!net->rx_bufs || !net->rx_pkts) {
 		urnic_net_close(net);
 		return -ENOMEM;
 	}
-	for (int i = 0; i < URNIC_RX_BATCH; i++) {
-		net->rx_iov[i].iov_base = net->rx_bufs + (size_t)i * URNIC_RX_BUF_LEN;
-		net->rx_iov[i].iov_len = URNIC_RX_BUF_LEN;
+	for (int i = 0; i < URNIC_RX_SLOTS; i++) {
+		net->rx_iov[i].iov_base = net->rx_bufs + (size_t)i * URNIC_RX_SLOT_LEN;
+		net->rx_iov[i].iov_len = URNIC_RX_SLOT_LEN;
 	}
+	offload_setup(net);
 	return 0;
 }
 
@@ -94,6 +110,8 @@ void urnic_net_close(struct urnic_net *net)
 		if (net->tx_fd[i] >= 0)
 			close(net->tx_fd[i]);
 	free(net->rx_bufs);
+	free(net->rx_pkts);
+	net->rx_pkts = NULL;
 	free(net->fault);
 	net->fault = NULL;
 	net->rx_fd = -1;
@@ -105,46 +123,131 @@ uint16_t urnic_net_sport(const struct urnic_net *net, unsigned idx)
 	return net->tx_port[idx % URNIC_TX_SOCKETS];
 }
 
-/* Sends pkts[0..n) that share one source socket. */
-static int send_run(int fd, struct urnic_txpkt *pkts, int n, uint64_t *syscalls)
+/* How many of pkts[0..n) (one source socket) can leave in one GSO send: a run to one address
+ * of packets the size of the first, of which only the last may be shorter. */
+static int gso_run(const struct urnic_txpkt *pkts, int n)
 {
+	uint32_t size = pkts[0].len, total = size;
+	int k = 1;
+
+	while (k < n && k < URNIC_GSO_MAX_SEGS && pkts[k].daddr == pkts[0].daddr &&
+	       pkts[k].len <= size && total + pkts[k].len <= URNIC_GSO_MAX_BYTES) {
+		total += pkts[k].len;
+		if (pkts[k++].len < size)
+			break;
+	}
+	return k;
+}
+
+/* The kernel gives segment k of a GSO send the IPv4 ID k (the first has ID 0, as DF packets of
+ * an unconnected socket do): each packet's ICRC has to be computed for its own. */
+static void stamp_ip_id(struct urnic_txpkt *p, uint16_t id)
+{
+	struct iovec *trailer = &p->iov[p->iovcnt - 1];
+
+	urnic_icrc_move_ip_id((uint8_t *)trailer->iov_base + trailer->iov_len - URNIC_ICRC_LEN,
+			      p->len, p->ip_id, id);
+	p->ip_id = id;
+}
+
+#define SEND_IOVS 512 /* iovecs of one sendmmsg call, all messages together */
+
+struct send_msgs {
 	struct mmsghdr msgs[URNIC_TX_BATCH];
 	struct sockaddr_in dst[URNIC_TX_BATCH];
+	struct iovec iov[SEND_IOVS];
+	union {
+		struct cmsghdr hdr;
+		uint8_t buf[CMSG_SPACE(sizeof(uint16_t))];
+	} ctl[URNIC_TX_BATCH];
+	int pkts_in[URNIC_TX_BATCH]; /* packets each message carries */
+};
+
+/* Message i carries pkts[0..k): one datagram, or a GSO send of k segments. */
+static void build_msg(struct send_msgs *m, int i, int *iovs, struct urnic_txpkt *pkts, int k)
+{
+	struct iovec *iov = &m->iov[*iovs];
+	size_t niov = 0;
+
+	for (int j = 0; j < k; j++) {
+		if (k > 1 || pkts[j].ip_id)
+			stamp_ip_id(&pkts[j], (uint16_t)j);
+		for (int v = 0; v < pkts[j].iovcnt; v++)
+			iov[niov++] = pkts[j].iov[v];
+	}
+	*iovs += (int)niov;
+	m->dst[i] = (struct sockaddr_in){.sin_family = AF_INET,
+					 .sin_port = htons(URNIC_ROCEV2_PORT),
+					 .sin_addr.s_addr = pkts[0].daddr};
+	m->msgs[i].msg_hdr = (struct msghdr){.msg_name = &m->dst[i],
+					     .msg_namelen = sizeof(m->dst[i]),
+					     .msg_iov = iov,
+					     .msg_iovlen = niov};
+	m->pkts_in[i] = k;
+	if (k == 1)
+		return;
+	struct cmsghdr *c = &m->ctl[i].hdr;
+
+	memset(m->ctl[i].buf, 0, sizeof(m->ctl[i].buf));
+	c->cmsg_level = SOL_UDP;
+	c->cmsg_type = UDP_SEGMENT;
+	c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+	uint16_t gso_size = (uint16_t)pkts[0].len;
+
+	memcpy(CMSG_DATA(c), &gso_size, sizeof(gso_size));
+	m->msgs[i].msg_hdr.msg_control = m->ctl[i].buf;
+	m->msgs[i].msg_hdr.msg_controllen = sizeof(m->ctl[i].buf);
+}
+
+/* Sends pkts[0..n) that share one source socket. */
+static int send_run(struct urnic_net *net, int fd, struct urnic_txpkt *pkts, int n,
+		    struct urnic_net_tally *t)
+{
+	struct send_msgs m;
 	int done = 0;
 
 	while (done < n) {
-		int k = n - done < URNIC_TX_BATCH ? n - done : URNIC_TX_BATCH;
+		int nmsg = 0, iovs = 0, covered = 0;
 
-		for (int i = 0; i < k; i++) {
-			struct urnic_txpkt *p = &pkts[done + i];
+		while (done + covered < n && nmsg < URNIC_TX_BATCH) {
+			struct urnic_txpkt *next = pkts + done + covered;
+			int k = net->gso ? gso_run(next, n - done - covered) : 1, need = 0;
 
-			dst[i] = (struct sockaddr_in){.sin_family = AF_INET,
-						      .sin_port = htons(URNIC_ROCEV2_PORT),
-						      .sin_addr.s_addr = p->daddr};
-			msgs[i].msg_hdr = (struct msghdr){.msg_name = &dst[i],
-							  .msg_namelen = sizeof(dst[i]),
-							  .msg_iov = p->iov,
-							  .msg_iovlen = p->iovcnt};
+			for (int j = 0; j < k; j++)
+				need += next[j].iovcnt;
+			while (k > 1 && iovs + need > SEND_IOVS)
+				need -= next[--k].iovcnt;
+			if (iovs + need > SEND_IOVS)
+				break; /* the next call takes it */
+			build_msg(&m, nmsg++, &iovs, next, k);
+			covered += k;
 		}
 		URNIC_DMA_BEGIN(); /* the payload iovecs point into MRs */
-		int r = sendmmsg(fd, msgs, (unsigned)k, 0);
+		int r = sendmmsg(fd, m.msgs, (unsigned)nmsg, 0);
 		URNIC_DMA_END();
 
-		(*syscalls)++;
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			/* a full socket buffer is loss on the wire: the transport retransmits */
-			return done;
+		t->syscalls++;
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && m.pkts_in[0] > 1 && (errno == EINVAL || errno == EIO ||
+						   errno == EOPNOTSUPP || errno == EMSGSIZE)) {
+			net->gso = false; /* this route cannot segment: one datagram per packet */
+			continue;
 		}
-		done += r;
-		if (r < k)
+		if (r < 0) /* a full socket buffer is loss on the wire: the transport retransmits */
+			return done;
+		for (int i = 0; i < r; i++) {
+			done += m.pkts_in[i];
+			t->gso_sends += m.pkts_in[i] > 1;
+		}
+		if (r < nmsg)
 			return done;
 	}
 	return done;
 }
 
-int urnic_net_send(struct urnic_net *net, struct urnic_txpkt *pkts, int n, uint64_t *syscalls)
+int urnic_net_send(struct urnic_net *net, struct urnic_txpkt *pkts, int n,
+		   struct urnic_net_tally *t)
 {
 	int sent = 0, start = 0;
 
@@ -153,38 +256,85 @@ int urnic_net_send(struct urnic_net *net, struct urnic_txpkt *pkts, int n, uint6
 			continue;
 		int fd = net->tx_fd[pkts[start].sport_idx % URNIC_TX_SOCKETS];
 
-		sent += send_run(fd, pkts + start, i - start, syscalls);
+		sent += send_run(net, fd, pkts + start, i - start, t);
 		start = i;
 	}
 	return sent;
 }
 
-int urnic_net_recv(struct urnic_net *net, struct urnic_rxpkt *out)
+/* The segment size of a coalesced datagram, or 0 for a plain one. */
+static uint32_t gro_size(struct msghdr *h)
 {
-	struct mmsghdr msgs[URNIC_RX_BATCH];
-	int r;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(h); c; c = CMSG_NXTHDR(h, c)) {
+		if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+			int size;
 
-	for (int i = 0; i < URNIC_RX_BATCH; i++)
+			memcpy(&size, CMSG_DATA(c), sizeof(size));
+			return size > 0 ? (uint32_t)size : 0;
+		}
+	}
+	return 0;
+}
+
+/* The packets in datagram i. One longer than any packet can be, or cut short, is passed on at
+ * length 0 for the receive path to drop and count. */
+static int split_datagram(struct urnic_net *net, int i, struct mmsghdr *m, struct urnic_rxpkt *out,
+			  struct urnic_net_tally *t)
+{
+	struct urnic_rxpkt pkt = {
+		.saddr = net->rx_from[i].sin_addr.s_addr,
+		.daddr = net->addr,
+		.sport = ntohs(net->rx_from[i].sin_port),
+		.data = net->rx_iov[i].iov_base,
+	};
+	uint32_t len = m->msg_len, seg = gro_size(&m->msg_hdr);
+	bool whole = !(m->msg_hdr.msg_flags & MSG_TRUNC);
+
+	if (!seg || seg >= len || !whole) {
+		pkt.len = whole && len <= URNIC_RX_BUF_LEN ? len : 0;
+		out[0] = pkt;
+		return 1;
+	}
+	if (seg > URNIC_RX_BUF_LEN) { /* segments no packet can be */
+		out[0] = pkt;
+		out[0].len = 0;
+		return 1;
+	}
+	uint32_t nseg = (len + seg - 1) / seg, n = nseg < URNIC_GSO_MAX_SEGS ? nseg : URNIC_GSO_MAX_SEGS;
+
+	for (uint32_t k = 0; k < n; k++) {
+		out[k] = pkt;
+		out[k].data += (size_t)k * seg;
+		out[k].len = len - k * seg < seg ? len - k * seg : seg;
+		out[k].seg = (uint16_t)k;
+	}
+	t->gro_receives++;
+	t->gro_excess += nseg - n;
+	return (int)n;
+}
+
+int urnic_net_recv(struct urnic_net *net, struct urnic_rxpkt *out, struct urnic_net_tally *t)
+{
+	struct mmsghdr msgs[URNIC_RX_SLOTS];
+	int r, n = 0;
+
+	for (int i = 0; i < URNIC_RX_SLOTS; i++) {
 		msgs[i].msg_hdr = (struct msghdr){.msg_name = &net->rx_from[i],
 						  .msg_namelen = sizeof(net->rx_from[i]),
 						  .msg_iov = &net->rx_iov[i],
 						  .msg_iovlen = 1};
-	do {
-		r = recvmmsg(net->rx_fd, msgs, URNIC_RX_BATCH, MSG_DONTWAIT, NULL);
-	} while (r < 0 && errno == EINTR);
-	if (r <= 0)
-		return 0;
-	for (int i = 0; i < r; i++) {
-		out[i] = (struct urnic_rxpkt){
-			.saddr = net->rx_from[i].sin_addr.s_addr,
-			.daddr = net->addr,
-			.sport = ntohs(net->rx_from[i].sin_port),
-			/* a truncated datagram is reported at its full length: clamp, then drop it */
-			.len = (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) ? 0 : msgs[i].msg_len,
-			.data = net->rx_iov[i].iov_base,
-		};
+		if (net->gro) {
+			msgs[i].msg_hdr.msg_control = net->rx_ctl[i].buf;
+			msgs[i].msg_hdr.msg_controllen = sizeof(net->rx_ctl[i].buf);
+		}
 	}
-	if (net->fault)
-		r = urnic_fault_apply(net->fault, out, r, URNIC_RX_BATCH);
-	return r;
+	do {
+		r = recvmmsg(net->rx_fd, msgs, URNIC_RX_SLOTS, MSG_DONTWAIT, NULL);
+	} while (r < 0 && errno == EINTR);
+	t->syscalls++;
+	for (int i = 0; i < r; i++)
+		n += split_datagram(net, i, &msgs[i], out + n, t);
+	if (net->fault && n > 0)
+		n = urnic_fault_apply(net->fault, out, n, URNIC_RX_BATCH);
+	return n;
 }

@@ -50,8 +50,10 @@
 #define ID_BEHIND_MAX 64u
 #define ID_AHEAD_MAX 1024u
 
-/* x^-(8 * i) and x^-(8 * 256 * i) mod P: together they un-shift a residual by up to 65535 bytes. */
+/* x^-(8 * i) and x^-(8 * 256 * i) mod P: together they un-shift a residual by up to 65535 bytes;
+ * shift_lo and shift_hi are their inverses, x^(8 * i) and x^(8 * 256 * i). */
 static uint32_t unshift_lo[256], unshift_hi[256];
+static uint32_t shift_lo[256], shift_hi[256];
 /* Left inverse of the map ID -> crc0(ID bytes), one table per byte of the 32-bit residual. */
 static uint16_t id_of_residual[4][256];
 /* What clearing DF adds to an un-shifted residual. */
@@ -77,6 +79,25 @@ static uint32_t crc0_id(uint16_t id)
 	uint8_t b[2] = {(uint8_t)(id >> 8), (uint8_t)id};
 
 	return urnic_crc32_update(0, b, sizeof(b));
+}
+
+/* table[i] = step^i for i < 256, and *next = step^256 */
+static void build_powers(uint32_t *table, uint32_t step, uint32_t *next)
+{
+	table[0] = URNIC_GF2_ONE;
+	for (int i = 1; i < 256; i++)
+		table[i] = gf2_mul(table[i - 1], step);
+	*next = gf2_mul(table[255], step);
+}
+
+static void build_shift_tables(void)
+{
+	uint32_t x8 = URNIC_GF2_ONE, x2048, unused;
+
+	for (int i = 0; i < 8; i++)
+		x8 = gf2_mul(x8, URNIC_GF2_ONE >> 1); /* the polynomial x */
+	build_powers(shift_lo, x8, &x2048);
+	build_powers(shift_hi, x2048, &unused);
 }
 
 static void build_unshift_tables(void)
@@ -131,6 +152,7 @@ static void build_id_inverse(void)
 static void build_tables(void)
 {
 	build_unshift_tables();
+	build_shift_tables();
 	build_id_inverse();
 	/* the flags field follows the ID: its crc0 is crc0_id's, un-shifted by those 2 bytes */
 	df_clear_delta = gf2_mul(crc0_id(IP_DF), unshift_lo[2]);
@@ -210,6 +232,26 @@ void urnic_icrc_compute(const struct urnic_ip4_flow *flow, const struct iovec *i
 	urnic_icrc_compute_ipid(flow, 0, IP_DF, iov, iovcnt, len, icrc);
 }
 
+/* Bytes of the CRC's input after the IP ID field, for a packet of len bytes BTH through ICRC. */
+static size_t bytes_after_id(size_t len)
+{
+	return PSEUDO_LEN - IP_ID_OFFSET - 2 + (len - URNIC_ICRC_LEN);
+}
+
+/* What changing the ID by the bits of delta does to the ICRC: crc0 of the ID bytes, shifted. */
+static uint32_t id_residual(uint16_t delta, size_t after_id)
+{
+	pthread_once(&tables_once, build_tables);
+	return gf2_mul(gf2_mul(crc0_id(delta), shift_lo[after_id & 0xff]), shift_hi[after_id >> 8]);
+}
+
+void urnic_icrc_move_ip_id(uint8_t icrc[4], size_t len, uint16_t from, uint16_t to)
+{
+	if (from == to || len < URNIC_BTH_LEN + URNIC_ICRC_LEN)
+		return;
+	put_le32(icrc, urnic_get_le32(icrc) ^ id_residual(from ^ to, bytes_after_id(len)));
+}
+
 static bool id_in_window(uint16_t id, uint16_t hint)
 {
 	return hint == 0 || (uint16_t)(id - hint) <= ID_AHEAD_MAX ||
@@ -245,6 +287,12 @@ static bool recover_ip_id(uint32_t residual, size_t after_id, uint16_t *id_hint)
 bool urnic_icrc_check(const struct urnic_ip4_flow *flow, const uint8_t *pkt, size_t len,
 		      uint16_t *id_hint)
 {
+	return urnic_icrc_check_seg(flow, pkt, len, 0, id_hint);
+}
+
+bool urnic_icrc_check_seg(const struct urnic_ip4_flow *flow, const uint8_t *pkt, size_t len,
+			  uint16_t seg, uint16_t *id_hint)
+{
 	size_t body = len - URNIC_ICRC_LEN;
 	struct iovec iov;
 	uint32_t residual;
@@ -256,7 +304,9 @@ bool urnic_icrc_check(const struct urnic_ip4_flow *flow, const uint8_t *pkt, siz
 	residual = icrc_value(flow, 0, IP_DF, &iov, 1, body) ^ urnic_get_le32(pkt + body);
 	if (residual == 0)
 		return true;
+	if (seg && residual == id_residual(seg, bytes_after_id(len)))
+		return true;
 	if (!id_hint)
 		return false;
-	return recover_ip_id(residual, PSEUDO_LEN - IP_ID_OFFSET - 2 + body, id_hint);
+	return recover_ip_id(residual, bytes_after_id(len), id_hint);
 }

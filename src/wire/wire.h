@@ -346,4 +346,15 @@ void urnic_icrc_compute_ipid(const struct urnic_ip4_flow *flow, uint16_t ip_id, 
 bool urnic_icrc_check(const struct urnic_ip4_flow *flow, const uint8_t *pkt, size_t len,
 		      uint16_t *id_hint);
 
+/* UDP GSO: the kernel cuts one send into segments whose IPv4 IDs count up from the first's (0 for
+ * urnic), so segment k must carry the ICRC for ID k. Rewrites icrc (in wire order, of a packet of
+ * len bytes from the BTH through the ICRC) from ID `from` to ID `to` without touching the payload:
+ * the ICRC is affine in the ID bits (see icrc.c). */
+void urnic_icrc_move_ip_id(uint8_t icrc[4], size_t len, uint16_t from, uint16_t to);
+
+/* urnic_icrc_check for segment seg of a UDP GRO receive: first the ID seg exactly (what a urnic
+ * GSO sender stamped, checked at the CRC's full strength), then as urnic_icrc_check. */
+bool urnic_icrc_check_seg(const struct urnic_ip4_flow *flow, const uint8_t *pkt, size_t len,
+			  uint16_t seg, uint16_t *id_hint);
+
 #endif

@@ -17,6 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/stats.h"
+
 /* What the SIGALRM handler may read: plain strings and a pid. */
 static const char *g_name = "rc";
 static const char *g_role = "?";
@@ -864,4 +866,26 @@ uint32_t rc_rand(uint32_t *state)
 	*state ^= *state >> 17;
 	*state ^= *state << 5;
 	return *state;
+}
+
+void rc_read_counters(struct rc *rc, uint64_t *out)
+{
+	char path[128];
+	struct urnic_stats_file s;
+
+	snprintf(path, sizeof(path), "/dev/shm/urnic-%d-%s.stats", (int)getpid(),
+		 ibv_get_device_name(rc->ctx->device));
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		rc_skip(rc, "no stats file %s: %s", path, strerror(errno));
+	void *p = mmap(NULL, sizeof(s), PROT_READ, MAP_SHARED, fd, 0);
+
+	close(fd);
+	RC_CHECK(rc, p != MAP_FAILED, "mmap %s: %s", path, strerror(errno));
+	memcpy(&s, p, sizeof(s));
+	munmap(p, sizeof(s));
+	RC_CHECK(rc, s.magic == URNIC_STATS_MAGIC && s.counter_count == URNIC_C_COUNT,
+		 "%s is not a stats file of this build", path);
+	memcpy(out, s.c, sizeof(s.c));
 }

@@ -165,6 +165,10 @@ void rc_kill_peer(struct rc *rc);
 /* xorshift32: a seeded, reproducible sequence for tests that pick at random (state never 0). */
 uint32_t rc_rand(uint32_t *state);
 
+/* This process's device-wide `urnic stats` counters (URNIC_C_COUNT of them, enum urnic_counter
+ * order), read from its stats file; skips the test where there is none. */
+void rc_read_counters(struct rc *rc, uint64_t *out);
+
 double rc_now_ms(void);
 void rc_sleep_ms(unsigned ms);
 

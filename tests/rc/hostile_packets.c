@@ -61,29 +61,6 @@ static const struct {
 	[F_PSN_FAR_AHEAD] = {"PSN 2^22 ahead of the expected one", URNIC_C_drop_psn},
 };
 
-/* The counters this test watches, device-wide, from the server's own stats file. */
-static void read_counters(struct rc *rc, uint64_t out[URNIC_C_COUNT])
-{
-	char path[128];
-	struct urnic_stats_file s;
-
-	snprintf(path, sizeof(path), "/dev/shm/urnic-%d-%s.stats", (int)getpid(),
-		 ibv_get_device_name(rc->ctx->device));
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		rc_skip(rc, "no stats file %s: %s", path, strerror(errno));
-	void *p = mmap(NULL, sizeof(s), PROT_READ, MAP_SHARED, fd, 0);
-
-	close(fd);
-	RC_CHECK(rc, p != MAP_FAILED, "mmap %s: %s", path, strerror(errno));
-	memcpy(&s, p, sizeof(s));
-	munmap(p, sizeof(s));
-	RC_CHECK(rc, s.magic == URNIC_STATS_MAGIC && s.counter_count == URNIC_C_COUNT,
-		 "%s is not a stats file of this build", path);
-	memcpy(out, s.c, sizeof(s.c));
-}
-
 static uint32_t gid_ip4(const union ibv_gid *g)
 {
 	uint32_t a;
@@ -99,7 +76,7 @@ static int server(struct rc *rc)
 	memset(rc->buf, RC_CANARY, rc->o.buf_size);
 	memset(rc->buf + TARGET, POISON, TARGET_LEN);
 	rc_post_recv(rc, 0, 1, 0, 64);
-	read_counters(rc, before);
+	rc_read_counters(rc, before);
 	rc_sync(rc); /* forgeries, then the real WRITE and SEND */
 	rc_step(rc, "the real SEND after the forgeries");
 	rc_wait(rc, rc->rcq, 1, IBV_WC_RECV, NULL);
@@ -111,7 +88,7 @@ static int server(struct rc *rc)
 	rc_check_const(rc, rc->buf + TARGET + TARGET_LEN, TARGET - TARGET_LEN, RC_CANARY,
 		       "memory after the poisoned area");
 
-	read_counters(rc, after);
+	rc_read_counters(rc, after);
 	uint64_t want[URNIC_C_COUNT] = {0};
 
 	for (int f = 0; f < F_COUNT; f++)
