@@ -336,7 +336,7 @@ if command -v gnuplot >/dev/null; then
 		[ -s "$OUT/$f.dat" ] && printf "'%s' using 1:2 with linespoints title '%s', " "$OUT/$f.dat" "$*"
 	}
 	{
-		echo "set terminal png size 800,500; set output '$OUT/bandwidth.png'; set logscale x 2; set logscale y"
+		echo "set terminal png size 800,500 noenhanced; set output '$OUT/bandwidth.png'; set logscale x 2; set logscale y"
 		echo "set xlabel 'message size (bytes)'; set ylabel 'GB/s (1e9 B/s)'; set key left top; set grid"
 		echo "set title 'bandwidth by size, loopback, server CPU 0 / client CPU 1'"
 		echo "plot $(plotline u_write urnic WRITE)$(plotline u_read urnic READ)$(plotline u_send urnic SEND)$(plotline ucx_put UCX tcp put_bw)$(plotline ucx_tag UCX tcp tag_bw)$(plotline tcp kernel TCP iperf3)" | sed 's/, $//'
