@@ -128,10 +128,14 @@ int urnic_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send
 		*bad_wr = wr;
 	if (ibqp->state == IBV_QPS_ERR) {
 		urnic_qp_flush(qp);
-	} else {
+	} else if (psn_diff(qp->snd_nxt, qp->snd_una) < URNIC_POST_DEFER_INFLIGHT) {
 		urnic_tx_init(&b, qp->dev);
 		urnic_req_run(qp, &b);
 	}
+	/* Otherwise packets are on the wire: the next ACK runs the requester (or the timer does, if
+	 * it is lost) and sends what was posted meanwhile in one batch, one system call (and GSO
+	 * send) for many WRs instead of one each. An idle QP sends at once: a lone request waits
+	 * for nothing; one posted behind another waits at most for the first one's ACK. */
 	pthread_mutex_unlock(&qp->lock);
 	return err;
 }
