@@ -2,6 +2,7 @@
  * READ responses, fires timers, and sleeps in ppoll when there is nothing to do. */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
@@ -176,8 +177,12 @@ void urnic_progress(struct urnic_dev *dev)
 	static _Thread_local struct urnic_txbatch b;
 
 	atomic_store_explicit(&dev->app_poll_ns, urnic_now_ns(), memory_order_relaxed);
-	if (pthread_mutex_trylock(&dev->progress_lock) != 0)
+	if (pthread_mutex_trylock(&dev->progress_lock) != 0) {
+		/* The holder may be waiting for this very CPU (an engine thread pinned beside a
+		 * busy-polling application): spinning on would keep it off for a whole time slice. */
+		sched_yield();
 		return;
+	}
 	urnic_tx_init(&b, dev);
 	progress_turn(dev, &b);
 	pthread_mutex_unlock(&dev->progress_lock);
@@ -213,6 +218,14 @@ void urnic_engine_inject(struct urnic_dev *dev, struct urnic_rxpkt *pkts, int n)
 	pthread_mutex_unlock(&dev->progress_lock);
 }
 
+/* An application thread polled an empty CQ less than URNIC_APP_POLL_NS ago. */
+static bool app_driving(struct urnic_dev *dev)
+{
+	uint64_t app = atomic_load(&dev->app_poll_ns);
+
+	return app && urnic_now_ns() - app < URNIC_APP_POLL_NS;
+}
+
 static void *engine_main(void *arg)
 {
 	struct urnic_dev *dev = arg;
@@ -220,10 +233,15 @@ static void *engine_main(void *arg)
 
 	urnic_tx_init(&b, dev);
 	while (!atomic_load(&dev->stop)) {
-		pthread_mutex_lock(&dev->progress_lock);
-		bool busy = progress_turn(dev, &b);
+		bool busy = false;
 
-		pthread_mutex_unlock(&dev->progress_lock);
+		/* while an application thread drives progress, its turns do the work: taking the
+		 * lock here too would only risk being preempted while holding it */
+		if (!app_driving(dev)) {
+			pthread_mutex_lock(&dev->progress_lock);
+			busy = progress_turn(dev, &b);
+			pthread_mutex_unlock(&dev->progress_lock);
+		}
 		if (!busy)
 			sleep_until(dev, atomic_load(&dev->timer_next));
 	}
