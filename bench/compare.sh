@@ -16,6 +16,9 @@
 # engine thread is included) per 2^30 payload bytes; bandwidth points only.
 set -u
 export LC_ALL=C
+# the wire path is what this compares (UDP over loopback); bench/shm.sh measures the intra-host
+# rings against UCX's shared-memory transports
+export URNIC_SHM=${URNIC_SHM:-0}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build}
 URNIC=$BUILD/bin/urnic

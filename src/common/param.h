@@ -35,6 +35,7 @@
 #define URNIC_GSO_MAX_SEGS 64
 /* ... and of at most this many bytes of UDP payload (65507 is IPv4's limit) */
 #define URNIC_GSO_MAX_BYTES 65000
+#define URNIC_SHM_PEERS 256 /* intra-host peers one device can have rings with, each way */
 #define URNIC_RX_SLOT_LEN 65536 /* a receive buffer: one datagram, coalesced or not */
 #define URNIC_RX_BATCH (URNIC_RX_SLOTS * URNIC_GSO_MAX_SEGS) /* packets one receive delivers */
 #define URNIC_RESP_BURST 64   /* READ response packets sent per QP per engine turn */

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "net/shm.h"
 
 uint64_t urnic_now_ns(void)
 {
@@ -123,6 +124,8 @@ static void sleep_until(struct urnic_dev *dev, uint64_t deadline)
 			deadline = app + URNIC_APP_POLL_NS;
 	} else {
 		atomic_store(&dev->standing_back, false);
+		if (urnic_shm_sleep(&dev->net))
+			return; /* a ring has packets: no sleep */
 	}
 
 	atomic_store(&dev->sleep_until_ns, deadline);
@@ -144,6 +147,7 @@ static void sleep_until(struct urnic_dev *dev, uint64_t deadline)
 	}
 	atomic_store(&dev->standing_back, false);
 	atomic_store(&dev->sleep_until_ns, 0);
+	urnic_shm_awake(&dev->net);
 }
 
 /* One turn of the engine: a receive batch and what it owes, then timers and READ responses.
@@ -159,8 +163,11 @@ static bool progress_turn(struct urnic_dev *dev, struct urnic_txbatch *b)
 			urnic_count(dev, URNIC_C_gro_receives, t.gro_receives);
 		if (t.gro_excess)
 			urnic_count(dev, URNIC_C_drop_gro_excess, t.gro_excess);
+		if (t.shm_packets)
+			urnic_count(dev, URNIC_C_shm_rx_packets, t.shm_packets);
 		process_rx(dev, dev->net.rx_pkts, n, b);
 	}
+	urnic_net_recv_done(&dev->net); /* the rings' slots go back once processed */
 	if (dev->tx_pending || urnic_now_ns() >= atomic_load(&dev->timer_next)) {
 		pthread_mutex_lock(&dev->qp_lock);
 		scan_qps(dev, b);

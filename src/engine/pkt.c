@@ -2,7 +2,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/dma.h"
 #include "engine/engine.h"
 
 #include <arpa/inet.h>
@@ -51,6 +50,7 @@ void urnic_tx_flush(struct urnic_txbatch *b)
 	urnic_count(b->dev, URNIC_C_tx_syscalls, t.syscalls);
 	if (t.gso_sends)
 		urnic_count(b->dev, URNIC_C_gso_sends, t.gso_sends);
+
 	b->n = 0;
 }
 
@@ -84,22 +84,13 @@ void urnic_tx_finish(struct urnic_qp *qp, struct urnic_txpkt *p, uint32_t payloa
 	struct urnic_dev *dev = qp->dev;
 	unsigned pad = (4 - (payload_len & 3)) & 3;
 	uint32_t hdr_len = (uint32_t)p->iov[0].iov_len;
-	struct urnic_ip4_flow flow = {
-		.saddr = dev->addr,
-		.daddr = p->daddr,
-		.sport = urnic_net_sport(&dev->net, p->sport_idx),
-		.dport = URNIC_ROCEV2_PORT,
-	};
 
 	p->hdr[1] = (uint8_t)((p->hdr[1] & ~0x30) | pad << 4);
 	memset(p->trailer, 0, sizeof(p->trailer));
 	p->len = hdr_len + payload_len + pad + URNIC_ICRC_LEN;
 	p->ip_id = 0;
-	p->iov[p->iovcnt++] = (struct iovec){.iov_base = p->trailer, .iov_len = pad};
-	URNIC_DMA_BEGIN(); /* the payload iovec points into an MR */
-	urnic_icrc_compute(&flow, p->iov, p->iovcnt, p->len - URNIC_ICRC_LEN, p->trailer + pad);
-	URNIC_DMA_END();
-	p->iov[p->iovcnt - 1].iov_len = pad + URNIC_ICRC_LEN;
+	/* the ICRC is the net layer's: a packet for a ring needs none (urnic_net_send) */
+	p->iov[p->iovcnt++] = (struct iovec){.iov_base = p->trailer, .iov_len = pad + URNIC_ICRC_LEN};
 	if (urnic_trace)
 		urnic_trace_pkt("tx", dev, p->hdr, p->len, p->daddr);
 	urnic_qp_count(qp, URNIC_C_tx_packets, 1);

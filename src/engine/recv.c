@@ -51,6 +51,8 @@ static int check_qp(struct rx_ctx *c)
 
 static int check_icrc(struct rx_ctx *c)
 {
+	if (c->pkt->local) /* from a shared-memory ring: no wire to corrupt it (net/shm.c) */
+		return PASS;
 	struct urnic_ip4_flow flow = {
 		.saddr = c->pkt->saddr,
 		.daddr = c->pkt->daddr,

@@ -90,7 +90,11 @@ int urnic_fault_apply(struct urnic_fault *f, struct urnic_rxpkt *pkts, int n, in
 			f->dropped++;
 			continue;
 		}
-		if (p.len && chance(f, f->corrupt)) {
+		if (p.len && p.local && chance(f, f->corrupt)) {
+			f->corrupted++; /* no ICRC on a ring: corruption is a drop the ICRC would make */
+			continue;
+		}
+		if (p.len && !p.local && chance(f, f->corrupt)) {
 			p.data[next_rand(f) % p.len] ^= (uint8_t)(1u << (next_rand(f) % 8));
 			f->corrupted++;
 		}

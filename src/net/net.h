@@ -30,6 +30,7 @@ struct urnic_rxpkt {
 	uint32_t saddr, daddr; /* network order */
 	uint16_t sport;
 	uint16_t seg; /* its place in a GRO receive (0: alone, or the first) */
+	bool local;   /* came through a shared-memory ring (net/shm.c): no wire, no ICRC */
 	uint32_t len;
 	uint8_t *data; /* BTH through ICRC */
 };
@@ -40,12 +41,18 @@ struct urnic_net_tally {
 	uint64_t gso_sends;	   /* sends that carried more than one packet */
 	uint64_t gro_receives;	   /* datagrams that carried more than one packet */
 	uint64_t gro_excess;	   /* packets past URNIC_GSO_MAX_SEGS in one datagram: dropped */
+	uint64_t shm_packets;	   /* received through a shared-memory ring */
 };
 
 struct urnic_fault;
+struct urnic_shm;
 
 struct urnic_net {
 	struct urnic_fault *fault; /* NULL unless URNIC_FAULT asks for injection */
+	struct urnic_shm *shm;	   /* the intra-host path (net/shm.c); NULL with URNIC_SHM=0 */
+	/* the device's counters (common/stats.h order), for those the net layer must count before
+	 * a packet can be answered: a ring's packet is processed the moment it is published */
+	uint64_t *counters;
 	uint32_t addr; /* network order */
 	int rx_fd;
 	int tx_fd[URNIC_TX_SOCKETS];
@@ -71,8 +78,10 @@ void urnic_net_close(struct urnic_net *net);
  * kernel. A packet's ICRC may be moved to the IP ID of its place in a GSO send. */
 int urnic_net_send(struct urnic_net *net, struct urnic_txpkt *pkts, int n,
 		   struct urnic_net_tally *t);
-/* Receives up to URNIC_RX_BATCH packets without blocking; fills out[]; returns the count. */
+/* Receives up to URNIC_RX_BATCH packets without blocking, from the socket and the intra-host
+ * rings; fills out[]; returns the count. Their data stays valid until urnic_net_recv_done. */
 int urnic_net_recv(struct urnic_net *net, struct urnic_rxpkt *out, struct urnic_net_tally *t);
+void urnic_net_recv_done(struct urnic_net *net);
 uint16_t urnic_net_sport(const struct urnic_net *net, unsigned idx);
 
 #endif

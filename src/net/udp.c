@@ -9,6 +9,7 @@
 #include "common/dma.h"
 #include "net/fault.h"
 #include "net/net.h"
+#include "net/shm.h"
 
 static void set_buffers(int fd)
 {
@@ -99,11 +100,12 @@ int urnic_net_open(struct urnic_net *net, uint32_t addr)
 		net->rx_iov[i].iov_len = URNIC_RX_SLOT_LEN;
 	}
 	offload_setup(net);
-	return 0;
+	return urnic_shm_open(net);
 }
 
 void urnic_net_close(struct urnic_net *net)
 {
+	urnic_shm_close(net);
 	if (net->rx_fd >= 0)
 		close(net->rx_fd);
 	for (int i = 0; i < URNIC_TX_SOCKETS; i++)
@@ -121,6 +123,24 @@ void urnic_net_close(struct urnic_net *net)
 uint16_t urnic_net_sport(const struct urnic_net *net, unsigned idx)
 {
 	return net->tx_port[idx % URNIC_TX_SOCKETS];
+}
+
+/* Computes a packet's ICRC (for IP ID 0) into the last 4 bytes of its trailer iovec. */
+static void seal(const struct urnic_net *net, struct urnic_txpkt *p)
+{
+	struct iovec *trailer = &p->iov[p->iovcnt - 1];
+	struct urnic_ip4_flow flow = {
+		.saddr = net->addr,
+		.daddr = p->daddr,
+		.sport = urnic_net_sport(net, p->sport_idx),
+		.dport = URNIC_ROCEV2_PORT,
+	};
+
+	URNIC_DMA_BEGIN(); /* the payload iovec points into an MR */
+	urnic_icrc_compute(&flow, p->iov, p->iovcnt, p->len - URNIC_ICRC_LEN,
+			   (uint8_t *)trailer->iov_base + trailer->iov_len - URNIC_ICRC_LEN);
+	URNIC_DMA_END();
+	p->ip_id = 0;
 }
 
 /* How many of pkts[0..n) (one source socket) can leave in one GSO send: a run to one address
@@ -251,6 +271,14 @@ int urnic_net_send(struct urnic_net *net, struct urnic_txpkt *pkts, int n,
 {
 	int sent = 0, start = 0;
 
+	if (net->shm) { /* packets for peers on this host take their rings; the rest stays here */
+		int udp = urnic_shm_divert(net, pkts, n);
+
+		sent = n - udp;
+		n = udp;
+	}
+	for (int i = 0; i < n; i++)
+		seal(net, &pkts[i]);
 	for (int i = 1; i <= n; i++) {
 		if (i < n && pkts[i].sport_idx == pkts[start].sport_idx)
 			continue;
@@ -290,6 +318,8 @@ static int split_datagram(struct urnic_net *net, int i, struct mmsghdr *m, struc
 	uint32_t len = m->msg_len, seg = gro_size(&m->msg_hdr);
 	bool whole = !(m->msg_hdr.msg_flags & MSG_TRUNC);
 
+	if (whole && !seg && urnic_shm_control(net, pkt.data, len, pkt.saddr))
+		return 0;
 	if (!seg || seg >= len || !whole) {
 		pkt.len = whole && len <= URNIC_RX_BUF_LEN ? len : 0;
 		out[0] = pkt;
@@ -334,7 +364,19 @@ int urnic_net_recv(struct urnic_net *net, struct urnic_rxpkt *out, struct urnic_
 	t->syscalls++;
 	for (int i = 0; i < r; i++)
 		n += split_datagram(net, i, &msgs[i], out + n, t);
+	if (net->shm) {
+		int local = urnic_shm_recv(net, out + n, URNIC_RX_BATCH - n);
+
+		t->shm_packets += (uint64_t)local;
+		n += local;
+	}
 	if (net->fault && n > 0)
 		n = urnic_fault_apply(net->fault, out, n, URNIC_RX_BATCH);
 	return n;
+}
+
+void urnic_net_recv_done(struct urnic_net *net)
+{
+	if (net->shm)
+		urnic_shm_release(net);
 }

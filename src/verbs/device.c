@@ -268,6 +268,7 @@ static int dev_start(struct urnic_ibdev *ibdev, struct urnic_dev **out)
 	dev->active_mtu = active_mtu_for(dev->addr);
 	urnic_gid_from_ipv4(dev->addr, &dev->gid);
 	stats_open(dev);
+	dev->net.counters = dev->stats->c;
 	err = urnic_engine_start(dev);
 	if (err) {
 		stats_close(dev);

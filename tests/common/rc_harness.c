@@ -239,16 +239,40 @@ void rc_exchange(struct rc *rc)
 
 /* ---- setup ---- */
 
-/* The one place the suite picks its transport. Unset or "udp": the default device as the
- * library presents it. The shared-memory path will be selected here (before the device list is
- * read) once urnic has one; until then any other value skips rather than silently testing UDP. */
+/* The one place the suite picks its transport, before the device is opened. URNIC_TEST_PATH=udp:
+ * packets go over UDP sockets (URNIC_SHM=0); shm: between processes of this host through the
+ * shared-memory rings (net/shm.c); unset (auto): what the library picks, as for an application
+ * (the two-namespace runs of tests/net). ctest runs the suite both ways; check_path then proves
+ * that the run took the path it was asked to. */
 static void select_path(struct rc *rc)
 {
 	const char *p = getenv("URNIC_TEST_PATH");
 
-	rc->path = (p && *p) ? p : "udp";
-	if (strcmp(rc->path, "udp") != 0)
-		rc_skip(rc, "URNIC_TEST_PATH=%s is not wired into the harness yet", rc->path);
+	rc->path = (p && *p) ? p : "auto";
+	if (strcmp(rc->path, "udp") == 0)
+		setenv("URNIC_SHM", "0", 1);
+	else if (strcmp(rc->path, "shm") == 0)
+		setenv("URNIC_SHM", "1", 1);
+	else if (strcmp(rc->path, "auto") != 0)
+		rc_skip(rc, "URNIC_TEST_PATH=%s: not a path (udp, shm)", rc->path);
+}
+
+static void check_path(struct rc *rc)
+{
+	uint64_t c[URNIC_C_COUNT];
+
+	if (strcmp(rc->path, "auto") == 0)
+		return;
+	rc_read_counters(rc, c);
+	uint64_t shm = c[URNIC_C_shm_tx_packets] + c[URNIC_C_shm_ring_full];
+
+	if (strcmp(rc->path, "udp") == 0)
+		RC_CHECK(rc, shm == 0 && c[URNIC_C_shm_rx_packets] == 0,
+			 "path udp: %llu packets went through shared memory", (unsigned long long)shm);
+	else
+		RC_CHECK(rc, shm == c[URNIC_C_tx_packets],
+			 "path shm: %llu of %llu packets sent took a ring",
+			 (unsigned long long)shm, (unsigned long long)c[URNIC_C_tx_packets]);
 }
 
 /* Two-namespace runs (tests/net/): URNIC_TEST_{CLIENT,SERVER}_NETNS names a network namespace
@@ -444,6 +468,8 @@ static int side(const struct rc_opts *o, bool client, int sock, pid_t child, rc_
 	rc_connect(&rc);
 	rc_step(&rc, "test body");
 	code = fn(&rc);
+	if (code == RC_PASS)
+		check_path(&rc);
 	if (!rc.peer_dead) {
 		rc_step(&rc, "final barrier");
 		rc_sync(&rc);

@@ -109,6 +109,7 @@ int main(int argc, char **argv)
 	gso_off = argc > 1 && !strcmp(argv[1], "--gso-off");
 	if (gso_off)
 		setenv("URNIC_GSO", "0", 1);
+	setenv("URNIC_TEST_PATH", "udp", 1); /* GSO is the UDP path's */
 	o.buf_size = LEN + SEND_LEN + RC_GUARD;
 	return rc_run(&o, server, client);
 }

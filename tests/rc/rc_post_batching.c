@@ -3,6 +3,7 @@
  * send system calls, and still land byte for byte and complete in order. */
 #include "rc_harness.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/stats.h"
@@ -52,6 +53,7 @@ int main(void)
 {
 	struct rc_opts o = rc_defaults("rc_post_batching");
 
+	setenv("URNIC_TEST_PATH", "udp", 1); /* counts sendmmsg calls */
 	o.sq_depth = NWR;
 	o.buf_size = NWR * MSG + RC_GUARD;
 	return rc_run(&o, server, client);

@@ -29,6 +29,7 @@ readonly PROBE='urnic-wire-probe' # from 127.0.0.1 to itself: outside urnic's 12
 # what dumpcap says when it may not open lo (tshark prints "Capturing on" before that)
 readonly NO_CAPTURE_RIGHTS='permission to capture|operation not permitted|capture privileges'
 readonly DEMO_RUNS=("-n 2" "-n 2 -s 1" "-n 2 -s 4097")
+export URNIC_SHM=0 # the wire is what is under test: no shared-memory rings between the two
 # What the demo does, in BTH opcodes: SEND (no immediate), WRITE, WRITE WITH IMM and READ at
 # sizes from 1 byte to 1 MiB over a 4096-byte path MTU, FETCH_ADD and CMP_SWAP, and the
 # responder's ACKs, read responses and atomic ACKs. SEND_*_IMM (3, 5) and the INV sends it never

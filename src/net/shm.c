@@ -1,0 +1,639 @@
+/* shm.c - the intra-host path: packets between urnic processes of one host through
+ * shared-memory rings instead of UDP sockets.
+ *
+ * Each device that has the path on publishes an inbox, /dev/shm/urnic-inbox-NETNS-ADDR (NETNS:
+ * the network namespace's inode, so only peers that would reach the address over the network
+ * namespace's own routes find it). A process sending to ADDR for the first time maps that inbox
+ * and creates one ring of its own for the pair, /dev/shm/urnic-ring-NETNS-SADDR-DADDR-PID: a
+ * single-producer single-consumer ring of 4 MiB holding packets as records of their own length
+ * (an ACK takes 64 bytes, a full packet 4160), the producing process's threads taking a mutex of
+ * their own. It tells the receiver with a control datagram on the receiver's UDP
+ * port naming the ring; the receiver checks the name, the owner and the header, and maps it.
+ * From then on the packets - the same BTH-to-ICRC bytes the wire would carry - are copied into
+ * the ring, and the receiver's engine reads them in place, through every check the wire's
+ * packets pass except the ICRC (no wire between them), and gives the space back after the
+ * batch. A packet that finds the ring full is lost, as on a full link, and sent again by the
+ * transport; a UD datagram takes the UDP socket instead (no order to keep). The
+ * transport above (PSNs, ACKs, retransmission, RNR, every error) is the same code on both paths.
+ *
+ * Waking: a receiver about to sleep on its socket sets inbox->sleeping and looks at its rings
+ * once more; a producer publishes, then reads the flag (both with a full fence: neither can miss
+ * the other) and, if set, sends the control datagram again as a doorbell.
+ *
+ * Trust: files are created 0600 and a ring or inbox is used only if its owner is this process's
+ * effective uid, the trust UCX's shared-memory transports assume. A peer with a ring can put any
+ * bytes in it; they are checked like any packet, so it reaches no memory a packet could not.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/dma.h"
+#include "common/stats.h"
+#include "net/shm.h"
+
+#define INBOX_MAGIC 0x75726e6963696e62ull /* "urnicinb" */
+#define RING_MAGIC 0x75726e696372696eull  /* "urnicrin" */
+#define SHM_VERSION 1
+#define RING_BYTES (4u << 20)
+#define REC_ALIGN 64u
+#define REC_WRAP 0xffffffffu /* the rest of the ring is padding: go on at its start */
+#define CONTROL_MAGIC "URNICSHM"
+#define NAME_LEN 80
+#define NO_INBOX_RECHECK_NS 1000000000ull /* a destination without an inbox is asked again */
+#define FULL_RING_NUDGE_NS 100000000ull	  /* a full ring re-sends its control datagram */
+#define REC_HDR 8u
+
+struct shm_inbox {
+	uint64_t magic;
+	uint32_t version;
+	int32_t pid;
+	uint32_t addr;
+	_Alignas(64) _Atomic uint32_t sleeping; /* the owner's engine sleeps on its socket */
+};
+
+/* One packet in a ring, at a REC_ALIGN-aligned offset. */
+struct shm_rec {
+	uint32_t len; /* BTH through ICRC; REC_WRAP: padding to the ring's end */
+	uint16_t sport;
+	uint16_t reserved;
+	uint8_t data[];
+};
+
+struct shm_ring {
+	uint64_t magic;
+	uint32_t version, bytes;
+	uint32_t saddr, daddr; /* network order */
+	int32_t pid;
+	_Alignas(64) _Atomic uint64_t head; /* bytes filled, ever (producer) */
+	_Alignas(64) _Atomic uint64_t tail; /* bytes given back, ever (consumer) */
+	_Alignas(64) uint8_t data[RING_BYTES];
+};
+
+static uint32_t rec_size(uint32_t len)
+{
+	return (REC_HDR + len + REC_ALIGN - 1) & ~(REC_ALIGN - 1);
+}
+
+/* A destination, as this process's producers see it. */
+struct shm_route {
+	uint32_t daddr;
+	atomic_bool local; /* a urnic inbox is there: packets go through ring */
+	_Atomic uint64_t recheck_ns;
+	uint64_t nudged_ns;
+	struct shm_inbox *inbox;
+	struct shm_ring *ring;
+	char name[NAME_LEN];
+	pthread_mutex_t lock;
+};
+
+/* A ring some peer fills for this device. */
+struct shm_in {
+	struct shm_ring *ring;
+	uint64_t taken;	 /* bytes handed out by the last urnic_shm_recv */
+	bool broken;	 /* held a record no producer of ours writes: read no more */
+};
+
+struct urnic_shm {
+	unsigned long netns;
+	uint32_t addr;
+	struct shm_inbox *inbox;
+	char inbox_name[NAME_LEN];
+	pthread_mutex_t routes_lock; /* creating routes; lookups read `routes` without it */
+	_Atomic int nroutes;
+	struct shm_route routes[URNIC_SHM_PEERS];
+	_Atomic int nin; /* entries are written before nin covers them, and never removed */
+	struct shm_in in[URNIC_SHM_PEERS];
+	int ctl_fd; /* sends the control datagrams */
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static unsigned long netns_id(void)
+{
+	struct stat st;
+
+	return stat("/proc/self/ns/net", &st) == 0 ? (unsigned long)st.st_ino : 0;
+}
+
+static void inbox_name(char *out, unsigned long netns, uint32_t addr)
+{
+	snprintf(out, NAME_LEN, "/urnic-inbox-%lu-%08x", netns, (unsigned)ntohl(addr));
+}
+
+static void ring_name(char *out, unsigned long netns, uint32_t saddr, uint32_t daddr, int pid)
+{
+	snprintf(out, NAME_LEN, "/urnic-ring-%lu-%08x-%08x-%d", netns, (unsigned)ntohl(saddr),
+		 (unsigned)ntohl(daddr), pid);
+}
+
+/* Maps a shared-memory file of exactly size bytes owned by this user. */
+static void *map_owned(const char *name, int flags, size_t size)
+{
+	int fd = shm_open(name, flags | O_CLOEXEC, 0600);
+	struct stat st;
+	void *p = MAP_FAILED;
+
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+	    (size_t)st.st_size == size)
+		p = mmap(NULL, size, (flags & O_ACCMODE) == O_RDONLY ? PROT_READ
+								 : PROT_READ | PROT_WRITE,
+			 MAP_SHARED, fd, 0);
+	close(fd);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* Creates (or, left over by a process that died, replaces) a file of size bytes and maps it. */
+static void *create_mapped(const char *name, size_t size)
+{
+	int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+
+	if (fd < 0 && errno == EEXIST) {
+		shm_unlink(name);
+		fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	}
+	if (fd < 0)
+		return NULL;
+	void *p = ftruncate(fd, (off_t)size) == 0
+			  ? mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+			  : MAP_FAILED;
+
+	close(fd);
+	if (p == MAP_FAILED) {
+		shm_unlink(name);
+		return NULL;
+	}
+	return p;
+}
+
+static bool enabled(void)
+{
+	const char *v = getenv("URNIC_SHM");
+
+	return !(v && v[0] == '0');
+}
+
+static bool pid_alive(int pid)
+{
+	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
+/* Rings and inboxes that processes of this user left behind when they died without closing
+ * their device (killed): gone, so /dev/shm does not fill up with them. */
+static void sweep_dead(void)
+{
+	DIR *d = opendir("/dev/shm");
+	struct dirent *e;
+
+	while (d && (e = readdir(d))) {
+		char name[NAME_LEN + 1];
+		unsigned long ns;
+		unsigned a, b;
+		int pid = 0, end = 0;
+
+		if (strncmp(e->d_name, "urnic-", 6) != 0 || strlen(e->d_name) >= NAME_LEN)
+			continue;
+		snprintf(name, sizeof(name), "/%s", e->d_name);
+		if (sscanf(name, "/urnic-ring-%lu-%8x-%8x-%d%n", &ns, &a, &b, &pid, &end) == 4 &&
+		    !name[end]) {
+			struct stat st;
+
+			if (fstatat(dirfd(d), e->d_name, &st, 0) == 0 && st.st_uid == geteuid() &&
+			    !pid_alive(pid))
+				shm_unlink(name);
+		} else if (sscanf(name, "/urnic-inbox-%lu-%8x%n", &ns, &a, &end) == 2 && !name[end]) {
+			struct shm_inbox *in = map_owned(name, O_RDONLY, sizeof(*in));
+
+			if (in && in->magic == INBOX_MAGIC && !pid_alive(in->pid))
+				shm_unlink(name);
+			if (in)
+				munmap(in, sizeof(*in));
+		}
+	}
+	if (d)
+		closedir(d);
+}
+
+int urnic_shm_open(struct urnic_net *net)
+{
+	struct urnic_shm *s;
+
+	net->shm = NULL;
+	if (!enabled() || !(s = calloc(1, sizeof(*s))))
+		return 0;
+	sweep_dead();
+	s->netns = netns_id();
+	s->addr = net->addr;
+	s->ctl_fd = net->tx_fd[0];
+	inbox_name(s->inbox_name, s->netns, s->addr);
+	s->inbox = create_mapped(s->inbox_name, sizeof(*s->inbox));
+	if (!s->inbox) {
+		free(s);
+		return 0;
+	}
+	*s->inbox = (struct shm_inbox){.magic = INBOX_MAGIC, .version = SHM_VERSION,
+				       .pid = (int32_t)getpid(), .addr = s->addr};
+	pthread_mutex_init(&s->routes_lock, NULL);
+	net->shm = s;
+	return 0;
+}
+
+void urnic_shm_close(struct urnic_net *net)
+{
+	struct urnic_shm *s = net->shm;
+
+	if (!s)
+		return;
+	shm_unlink(s->inbox_name);
+	munmap(s->inbox, sizeof(*s->inbox));
+	for (int i = 0; i < atomic_load(&s->nroutes); i++) {
+		struct shm_route *r = &s->routes[i];
+
+		if (r->inbox)
+			munmap(r->inbox, sizeof(*r->inbox));
+		if (r->ring) {
+			shm_unlink(r->name);
+			munmap(r->ring, sizeof(*r->ring));
+		}
+		pthread_mutex_destroy(&r->lock);
+	}
+	for (int i = 0; i < atomic_load(&s->nin); i++)
+		munmap(s->in[i].ring, sizeof(*s->in[i].ring));
+	pthread_mutex_destroy(&s->routes_lock);
+	free(s);
+	net->shm = NULL;
+}
+
+/* ---- producing ---- */
+
+/* The control datagram: "URNICSHM", then the ring's name. */
+static void send_control(struct urnic_shm *s, struct shm_route *r)
+{
+	char msg[sizeof(CONTROL_MAGIC) - 1 + NAME_LEN];
+	size_t n = strlen(r->name);
+	struct sockaddr_in to = {.sin_family = AF_INET,
+				 .sin_port = htons(URNIC_ROCEV2_PORT),
+				 .sin_addr.s_addr = r->daddr};
+
+	memcpy(msg, CONTROL_MAGIC, sizeof(CONTROL_MAGIC) - 1);
+	memcpy(msg + sizeof(CONTROL_MAGIC) - 1, r->name, n);
+	if (sendto(s->ctl_fd, msg, sizeof(CONTROL_MAGIC) - 1 + n, 0, (struct sockaddr *)&to,
+		   sizeof(to)) < 0)
+		r->nudged_ns = 0; /* try again on the next send */
+}
+
+/* An inbox is there, of a live urnic process of this user: make our ring for it. */
+static bool connect_route(struct urnic_shm *s, struct shm_route *r)
+{
+	char name[NAME_LEN];
+	struct shm_inbox *in;
+
+	inbox_name(name, s->netns, r->daddr);
+	in = map_owned(name, O_RDONLY, sizeof(*in));
+	if (!in)
+		return false;
+	if (in->magic != INBOX_MAGIC || in->version != SHM_VERSION || in->addr != r->daddr ||
+	    !pid_alive(in->pid)) {
+		munmap(in, sizeof(*in));
+		return false;
+	}
+	ring_name(r->name, s->netns, s->addr, r->daddr, (int)getpid());
+	r->ring = create_mapped(r->name, sizeof(*r->ring));
+	if (!r->ring) {
+		munmap(in, sizeof(*in));
+		return false;
+	}
+	r->ring->version = SHM_VERSION;
+	r->ring->bytes = RING_BYTES;
+	r->ring->saddr = s->addr;
+	r->ring->daddr = r->daddr;
+	r->ring->pid = (int32_t)getpid();
+	atomic_store(&r->ring->head, 0);
+	atomic_store(&r->ring->tail, 0);
+	atomic_store_explicit((_Atomic uint64_t *)&r->ring->magic, RING_MAGIC,
+			      memory_order_release);
+	r->inbox = in;
+	send_control(s, r);
+	r->nudged_ns = now_ns();
+	return true;
+}
+
+static struct shm_route *find_route(struct urnic_shm *s, uint32_t daddr)
+{
+	int n = atomic_load_explicit(&s->nroutes, memory_order_acquire);
+
+	for (int i = 0; i < n; i++)
+		if (s->routes[i].daddr == daddr)
+			return &s->routes[i];
+	return NULL;
+}
+
+/* The route to daddr, made on first use; NULL when the table is full (UDP then). */
+static struct shm_route *route_of(struct urnic_shm *s, uint32_t daddr)
+{
+	struct shm_route *r = find_route(s, daddr);
+
+	if (r && (atomic_load(&r->local) || now_ns() < atomic_load(&r->recheck_ns)))
+		return r;
+	pthread_mutex_lock(&s->routes_lock);
+	r = find_route(s, daddr);
+	if (!r && atomic_load(&s->nroutes) < URNIC_SHM_PEERS) {
+		r = &s->routes[atomic_load(&s->nroutes)];
+		r->daddr = daddr;
+		atomic_store(&r->local, false);
+		atomic_store(&r->recheck_ns, 0);
+		pthread_mutex_init(&r->lock, NULL);
+		atomic_fetch_add_explicit(&s->nroutes, 1, memory_order_release);
+	}
+	if (r && !atomic_load(&r->local) && now_ns() >= atomic_load(&r->recheck_ns)) {
+		pthread_mutex_lock(&r->lock);
+		bool local = connect_route(s, r);
+
+		atomic_store(&r->recheck_ns, now_ns() + NO_INBOX_RECHECK_NS);
+		atomic_store(&r->local, local);
+		pthread_mutex_unlock(&r->lock);
+	}
+	pthread_mutex_unlock(&s->routes_lock);
+	return r;
+}
+
+static void copy_packet(struct shm_rec *rec, const struct urnic_txpkt *p, uint16_t sport)
+{
+	size_t off = 0;
+
+	rec->len = p->len;
+	rec->sport = sport;
+	URNIC_DMA_BEGIN(); /* the payload iovec points into an MR */
+	for (int i = 0; i < p->iovcnt && off < p->len; i++) {
+		size_t n = p->iov[i].iov_len < p->len - off ? p->iov[i].iov_len : p->len - off;
+
+		memcpy(rec->data + off, p->iov[i].iov_base, n);
+		off += n;
+	}
+	URNIC_DMA_END();
+}
+
+/* Room for a record of need bytes at *head (moved past a wrap record if one is needed), or false. */
+static bool reserve(struct shm_ring *ring, uint64_t *head, uint64_t tail, uint32_t need)
+{
+	uint32_t pos = (uint32_t)(*head % RING_BYTES), pad = RING_BYTES - pos;
+
+	if (pad < need) { /* the record would cross the end: pad to it, start over at 0 */
+		if (*head + pad + need - tail > RING_BYTES)
+			return false;
+		((struct shm_rec *)(ring->data + pos))->len = REC_WRAP;
+		*head += pad;
+	}
+	return *head + need - tail <= RING_BYTES;
+}
+
+static void count(struct urnic_net *net, enum urnic_counter c, uint64_t n)
+{
+	if (net->counters && n)
+		atomic_fetch_add_explicit((_Atomic uint64_t *)&net->counters[c], n,
+					  memory_order_relaxed);
+}
+
+/* Copies the run pkts[0..n) (all to r) into r's ring and publishes it; returns how many fitted. */
+static int produce(struct urnic_shm *s, struct shm_route *r, struct urnic_net *net,
+		   struct urnic_txpkt *pkts, int n)
+{
+	struct shm_ring *ring = r->ring;
+
+	pthread_mutex_lock(&r->lock);
+	uint64_t head = atomic_load_explicit(&ring->head, memory_order_relaxed);
+	uint64_t tail = atomic_load_explicit(&ring->tail, memory_order_acquire);
+	int k = 0;
+
+	for (; k < n; k++) {
+		uint32_t need = rec_size(pkts[k].len);
+
+		if (pkts[k].len > URNIC_RX_BUF_LEN || !reserve(ring, &head, tail, need))
+			break;
+		copy_packet((struct shm_rec *)(ring->data + head % RING_BYTES), &pkts[k],
+			    urnic_net_sport(net, pkts[k].sport_idx));
+		head += need;
+	}
+	/* counted before they are published: the answer may come back before this returns */
+	count(net, URNIC_C_shm_tx_packets, (uint64_t)k);
+	count(net, URNIC_C_shm_ring_full, (uint64_t)(n - k));
+	atomic_store_explicit(&ring->head, head, memory_order_release);
+	atomic_thread_fence(memory_order_seq_cst); /* the head before the flag: see the top */
+	uint64_t now = k < n ? now_ns() : 0;
+
+	if (atomic_load_explicit(&r->inbox->sleeping, memory_order_relaxed) ||
+	    (k < n && now - r->nudged_ns > FULL_RING_NUDGE_NS)) {
+		send_control(s, r);
+		r->nudged_ns = now ? now : r->nudged_ns;
+		count(net, URNIC_C_shm_doorbells, 1);
+	}
+	pthread_mutex_unlock(&r->lock);
+	return k;
+}
+
+/* *dst = *src (dst at or before src), its iovecs into its own hdr and trailer moved along. */
+static void move_packet(struct urnic_txpkt *dst, const struct urnic_txpkt *src)
+{
+	if (dst == src)
+		return;
+	memmove(dst, src, sizeof(*dst));
+	for (int v = 0; v < dst->iovcnt; v++) {
+		const uint8_t *base = dst->iov[v].iov_base;
+
+		if (base >= (const uint8_t *)src && base < (const uint8_t *)(src + 1))
+			dst->iov[v].iov_base = (uint8_t *)dst + (base - (const uint8_t *)src);
+	}
+}
+
+int urnic_shm_divert(struct urnic_net *net, struct urnic_txpkt *pkts, int n)
+{
+	struct urnic_shm *s = net->shm;
+	int udp = 0;
+
+	for (int i = 0; i < n;) {
+		struct shm_route *r = route_of(s, pkts[i].daddr);
+		int k = 1;
+
+		while (i + k < n && pkts[i + k].daddr == pkts[i].daddr)
+			k++;
+		int fitted = r && atomic_load(&r->local) ? produce(s, r, net, pkts + i, k) : 0;
+
+		/* The rest goes by UDP, in order: all of it if no ring is there. What did not fit a
+		 * full ring goes only if it is a datagram (UD): a connection's packets split across
+		 * two paths would arrive out of order in bulk, so they are lost instead, as on a
+		 * full link, and the transport sends them again. */
+		bool ring = r && atomic_load(&r->local);
+
+		for (int j = fitted; j < k; j++)
+			if (!ring || (pkts[i + j].hdr[0] & 0xe0) == URNIC_OP_UD)
+				move_packet(&pkts[udp++], &pkts[i + j]);
+		i += k;
+	}
+	return udp;
+}
+
+/* ---- consuming ---- */
+
+/* The records of one ring, from its tail up to max packets; returns how many. */
+static int consume(struct urnic_shm *s, struct shm_in *in, struct urnic_rxpkt *out, int max)
+{
+	struct shm_ring *ring = in->ring;
+	uint64_t tail = atomic_load_explicit(&ring->tail, memory_order_relaxed), at = tail;
+	uint64_t head = atomic_load_explicit(&ring->head, memory_order_acquire);
+	int got = 0;
+
+	if (head - tail > RING_BYTES) /* a producer that writes nonsense */
+		in->broken = true;
+	while (!in->broken && at < head && got < max) {
+		uint32_t pos = (uint32_t)(at % RING_BYTES);
+		struct shm_rec *rec = (struct shm_rec *)(ring->data + pos);
+		uint32_t len = atomic_load_explicit((_Atomic uint32_t *)&rec->len,
+						    memory_order_relaxed);
+
+		if (len == REC_WRAP) {
+			at += RING_BYTES - pos;
+			continue;
+		}
+		if (len > URNIC_RX_BUF_LEN || pos + rec_size(len) > RING_BYTES ||
+		    at + rec_size(len) > head) {
+			in->broken = true;
+			break;
+		}
+		out[got++] = (struct urnic_rxpkt){
+			.saddr = ring->saddr,
+			.daddr = s->addr,
+			.sport = rec->sport,
+			.local = true,
+			.len = len,
+			.data = rec->data,
+		};
+		at += rec_size(len);
+	}
+	in->taken = at - tail;
+	return got;
+}
+
+int urnic_shm_recv(struct urnic_net *net, struct urnic_rxpkt *out, int max)
+{
+	struct urnic_shm *s = net->shm;
+	int nin = atomic_load_explicit(&s->nin, memory_order_acquire), got = 0;
+
+	for (int i = 0; i < nin && got < max; i++)
+		got += consume(s, &s->in[i], out + got, max - got);
+	return got;
+}
+
+void urnic_shm_release(struct urnic_net *net)
+{
+	struct urnic_shm *s = net->shm;
+	int nin = atomic_load_explicit(&s->nin, memory_order_acquire);
+
+	for (int i = 0; i < nin; i++) {
+		if (!s->in[i].taken)
+			continue;
+		atomic_fetch_add_explicit(&s->in[i].ring->tail, s->in[i].taken,
+					  memory_order_release);
+		s->in[i].taken = 0;
+	}
+}
+
+/* The ring a control datagram names, if it is one for us from saddr: mapped, or NULL. */
+static struct shm_ring *map_ring(struct urnic_shm *s, const char *name, uint32_t saddr)
+{
+	unsigned long netns;
+	unsigned src, dst;
+	int pid, end = 0;
+
+	if (sscanf(name, "/urnic-ring-%lu-%8x-%8x-%d%n", &netns, &src, &dst, &pid, &end) != 4 ||
+	    name[end] != 0 || netns != s->netns || htonl(src) != saddr || htonl(dst) != s->addr)
+		return NULL;
+	struct shm_ring *ring = map_owned(name, O_RDWR, sizeof(*ring));
+
+	if (ring && (atomic_load_explicit((_Atomic uint64_t *)&ring->magic,
+					  memory_order_acquire) != RING_MAGIC ||
+		     ring->version != SHM_VERSION || ring->bytes != RING_BYTES ||
+		     ring->saddr != saddr || ring->daddr != s->addr)) {
+		munmap(ring, sizeof(*ring));
+		ring = NULL;
+	}
+	return ring;
+}
+
+bool urnic_shm_control(struct urnic_net *net, const uint8_t *data, uint32_t len, uint32_t saddr)
+{
+	struct urnic_shm *s = net->shm;
+	const size_t magic_len = sizeof(CONTROL_MAGIC) - 1;
+	char name[NAME_LEN];
+
+	if (len <= magic_len || len - magic_len >= NAME_LEN ||
+	    memcmp(data, CONTROL_MAGIC, magic_len) != 0)
+		return false;
+	if (!s)
+		return true; /* the path is off here: the peer's packets wait, then go by UDP */
+	memcpy(name, data + magic_len, len - magic_len);
+	name[len - magic_len] = 0;
+	int nin = atomic_load(&s->nin);
+
+	for (int i = 0; i < nin; i++)
+		if (s->in[i].ring->saddr == saddr && s->in[i].ring->pid > 0) {
+			char mapped[NAME_LEN];
+
+			ring_name(mapped, s->netns, saddr, s->addr, s->in[i].ring->pid);
+			if (strcmp(mapped, name) == 0)
+				return true; /* a doorbell: the engine is awake now */
+		}
+	struct shm_ring *ring = nin < URNIC_SHM_PEERS ? map_ring(s, name, saddr) : NULL;
+
+	if (ring) {
+		s->in[nin] = (struct shm_in){.ring = ring};
+		atomic_store_explicit(&s->nin, nin + 1, memory_order_release);
+	}
+	return true;
+}
+
+bool urnic_shm_sleep(struct urnic_net *net)
+{
+	struct urnic_shm *s = net->shm;
+
+	if (!s)
+		return false;
+	atomic_store_explicit(&s->inbox->sleeping, 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_seq_cst); /* the flag before the heads: see the top */
+	int nin = atomic_load_explicit(&s->nin, memory_order_acquire);
+
+	for (int i = 0; i < nin; i++) {
+		struct shm_ring *ring = s->in[i].ring;
+
+		if (atomic_load_explicit(&ring->head, memory_order_relaxed) !=
+		    atomic_load_explicit(&ring->tail, memory_order_relaxed)) {
+			atomic_store_explicit(&s->inbox->sleeping, 0, memory_order_relaxed);
+			return true;
+		}
+	}
+	return false;
+}
+
+void urnic_shm_awake(struct urnic_net *net)
+{
+	if (net->shm)
+		atomic_store_explicit(&net->shm->inbox->sleeping, 0, memory_order_relaxed);
+}

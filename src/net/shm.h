@@ -1,0 +1,36 @@
+/* shm.h - the intra-host path: packets between urnic processes of one host (and one network
+ * namespace) through shared-memory rings instead of UDP sockets. See shm.c. */
+#ifndef URNIC_SHM_H
+#define URNIC_SHM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "net/net.h"
+
+/* Publishes this device's inbox unless URNIC_SHM=0; without it (or on failure) the device keeps
+ * to UDP, and so do peers sending to it. Returns 0 (failure to publish is not an error). */
+int urnic_shm_open(struct urnic_net *net);
+void urnic_shm_close(struct urnic_net *net);
+
+/* Sends the packets of pkts[0..n) bound for a urnic peer of this host through its ring (in
+ * order; a full ring loses the packet, as a full socket buffer would), moves the others, in
+ * order, to the front of pkts, and returns how many those are: the UDP path's share. */
+int urnic_shm_divert(struct urnic_net *net, struct urnic_txpkt *pkts, int n);
+
+/* Up to max packets from the inbound rings into out[] (data points into the rings until
+ * urnic_shm_release). Returns the count. */
+int urnic_shm_recv(struct urnic_net *net, struct urnic_rxpkt *out, int max);
+/* Gives the slots of the last urnic_shm_recv back to their producers. */
+void urnic_shm_release(struct urnic_net *net);
+
+/* A datagram that is urnic's own control message (a new ring to map, or a doorbell), not a
+ * packet: handled and true, or false. */
+bool urnic_shm_control(struct urnic_net *net, const uint8_t *data, uint32_t len, uint32_t saddr);
+
+/* Before the engine sleeps on its socket: tells producers to ring the doorbell. True if a ring
+ * already holds packets (then it must not sleep). urnic_shm_awake undoes it. */
+bool urnic_shm_sleep(struct urnic_net *net);
+void urnic_shm_awake(struct urnic_net *net);
+
+#endif

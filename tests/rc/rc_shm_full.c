@@ -1,0 +1,64 @@
+/* rc_shm_full: with the receiving process stopped, 16 QPs' WRITEs fill its 4 MiB shared-memory
+ * ring; the packets that do not fit are lost, as on a full link. Once it runs again, the
+ * requesters send them again, and every WRITE completes and lands byte for byte. */
+#include "rc_harness.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/stats.h"
+
+#define NQP 16
+#define LEN RC_MIB
+#define STOPPED_MS 100
+
+static int server(struct rc *rc)
+{
+	rc_step(rc, "be written %d x %zu bytes while stopped", NQP, (size_t)LEN);
+	memset(rc->buf, 0, (size_t)NQP * LEN);
+	rc_sync(rc);
+	rc_sync(rc); /* every WRITE completed */
+	rc_check(rc, rc->buf, (size_t)NQP * LEN, 51, "written data");
+	return RC_PASS;
+}
+
+static int client(struct rc *rc)
+{
+	uint64_t before[URNIC_C_COUNT], after[URNIC_C_COUNT];
+	struct ibv_wc wc[NQP];
+	struct rc_wr w;
+
+	rc_fill(rc->buf, (size_t)NQP * LEN, 51);
+	rc_sync(rc);
+	rc_read_counters(rc, before);
+	rc_step(rc, "stop the server, write %d MiB on %d QPs, let it run again", NQP, NQP);
+	RC_CHECK(rc, kill(rc->child, SIGSTOP) == 0, "SIGSTOP the server");
+	for (int q = 0; q < NQP; q++) {
+		rc_wr(rc, &w, IBV_WR_RDMA_WRITE, (uint64_t)q, (size_t)q * LEN, LEN, (uint64_t)q * LEN);
+		rc_post_send(rc, q, &w.wr);
+	}
+	rc_sleep_ms(STOPPED_MS);
+	RC_CHECK(rc, kill(rc->child, SIGCONT) == 0, "SIGCONT the server");
+	rc_poll(rc, rc->scq, wc, NQP, RC_WAIT_MS);
+	for (int i = 0; i < NQP; i++)
+		RC_CHECK(rc, wc[i].status == IBV_WC_SUCCESS && wc[i].opcode == IBV_WC_RDMA_WRITE,
+			 "WRITE %llu: %s", (unsigned long long)wc[i].wr_id,
+			 ibv_wc_status_str(wc[i].status));
+	rc_read_counters(rc, after);
+	RC_CHECK(rc, after[URNIC_C_shm_ring_full] > before[URNIC_C_shm_ring_full],
+		 "the ring never filled (%llu packets through it)",
+		 (unsigned long long)(after[URNIC_C_shm_tx_packets] - before[URNIC_C_shm_tx_packets]));
+	rc_sync(rc);
+	return RC_PASS;
+}
+
+int main(void)
+{
+	struct rc_opts o = rc_defaults("rc_shm_full");
+
+	setenv("URNIC_TEST_PATH", "shm", 1);
+	o.nqp = NQP;
+	o.buf_size = (size_t)NQP * LEN + RC_GUARD;
+	return rc_run(&o, server, client);
+}
