@@ -2,7 +2,8 @@
 # loss.sh - 64 MiB RDMA WRITE and READ throughput at each loss rate, as a fraction of the
 # loss-free figure measured in the same run. Loss comes from urnic's receive-side fault injector
 # in both processes (URNIC_FAULT=drop=P), so both directions lose packets: requests, ACKs, NAKs
-# and READ responses alike. Every byte moved is checked (bench/rc_xfer.c).
+# and READ responses alike. Every byte moved is checked (bench/rc_xfer.c). Over UDP (the wire
+# path) unless URNIC_TEST_PATH=shm.
 #
 #   bash bench/loss.sh [BUILD_DIR]      env: RATES="0 0.001 0.01 0.05 0.2" ITERS=3 SIZE=67108864
 set -euo pipefail
@@ -16,7 +17,7 @@ if [ ! -x "$build/bin/rc_xfer" ]; then
 	cmake --build "$build" -j"$(nproc)" --target rc_xfer >/dev/null
 fi
 median() { # op rate -> MB/s
-	URNIC_FAULT="drop=$2,seed=11" timeout 600 "$build/bin/rc_xfer" --op "$1" --size "$size" \
+	URNIC_TEST_PATH=${URNIC_TEST_PATH:-udp} URNIC_FAULT="drop=$2,seed=11" timeout 600 "$build/bin/rc_xfer" --op "$1" --size "$size" \
 		--iters "$iters" | sed -n 's/.*median \([0-9.]*\) MB\/s.*/\1/p'
 }
 echo "# $(date -u +%FT%TZ) $(nproc) cores; $iters runs of $size B per point, medians"
