@@ -210,9 +210,12 @@ static void sweep_dead(void)
 		unsigned a, b;
 		int pid = 0, end = 0;
 
-		if (strncmp(e->d_name, "urnic-", 6) != 0 || strlen(e->d_name) >= NAME_LEN)
+		size_t len = strlen(e->d_name);
+
+		if (strncmp(e->d_name, "urnic-", 6) != 0 || len >= NAME_LEN)
 			continue;
-		snprintf(name, sizeof(name), "/%s", e->d_name);
+		name[0] = '/';
+		memcpy(name + 1, e->d_name, len + 1);
 		if (sscanf(name, "/urnic-ring-%lu-%8x-%8x-%d%n", &ns, &a, &b, &pid, &end) == 4 &&
 		    !name[end]) {
 			struct stat st;
