@@ -158,7 +158,8 @@ static bool progress_turn(struct urnic_dev *dev, struct urnic_txbatch *b)
 	int n = urnic_net_recv(&dev->net, dev->net.rx_pkts, &t);
 
 	if (n > 0) {
-		urnic_count(dev, URNIC_C_rx_syscalls, 1);
+		if (t.syscalls)
+			urnic_count(dev, URNIC_C_rx_syscalls, t.syscalls);
 		if (t.gro_receives)
 			urnic_count(dev, URNIC_C_gro_receives, t.gro_receives);
 		if (t.gro_excess)

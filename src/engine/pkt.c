@@ -50,7 +50,6 @@ void urnic_tx_flush(struct urnic_txbatch *b)
 	urnic_count(b->dev, URNIC_C_tx_syscalls, t.syscalls);
 	if (t.gso_sends)
 		urnic_count(b->dev, URNIC_C_gso_sends, t.gso_sends);
-
 	b->n = 0;
 }
 
@@ -88,7 +87,6 @@ void urnic_tx_finish(struct urnic_qp *qp, struct urnic_txpkt *p, uint32_t payloa
 	p->hdr[1] = (uint8_t)((p->hdr[1] & ~0x30) | pad << 4);
 	memset(p->trailer, 0, sizeof(p->trailer));
 	p->len = hdr_len + payload_len + pad + URNIC_ICRC_LEN;
-	p->ip_id = 0;
 	/* the ICRC is the net layer's: a packet for a ring needs none (urnic_net_send) */
 	p->iov[p->iovcnt++] = (struct iovec){.iov_base = p->trailer, .iov_len = pad + URNIC_ICRC_LEN};
 	if (urnic_trace)

@@ -90,13 +90,11 @@ int urnic_fault_apply(struct urnic_fault *f, struct urnic_rxpkt *pkts, int n, in
 			f->dropped++;
 			continue;
 		}
-		if (p.len && p.local && chance(f, f->corrupt)) {
-			f->corrupted++; /* no ICRC on a ring: corruption is a drop the ICRC would make */
-			continue;
-		}
-		if (p.len && !p.local && chance(f, f->corrupt)) {
-			p.data[next_rand(f) % p.len] ^= (uint8_t)(1u << (next_rand(f) % 8));
+		if (p.len && chance(f, f->corrupt)) {
 			f->corrupted++;
+			if (p.local) /* no ICRC on a ring: corruption is a drop the ICRC would make */
+				continue;
+			p.data[next_rand(f) % p.len] ^= (uint8_t)(1u << (next_rand(f) % 8));
 		}
 		if (!f->held && !released && chance(f, f->reorder)) {
 			memcpy(f->held_buf, p.data, p.len);

@@ -101,6 +101,7 @@ struct shm_route {
 /* A ring some peer fills for this device. */
 struct shm_in {
 	struct shm_ring *ring;
+	char name[NAME_LEN]; /* as its control datagram named it */
 	uint64_t taken;	 /* bytes handed out by the last urnic_shm_recv */
 	bool broken;	 /* held a record no producer of ours writes: read no more */
 };
@@ -478,16 +479,15 @@ int urnic_shm_divert(struct urnic_net *net, struct urnic_txpkt *pkts, int n)
 
 		while (i + k < n && pkts[i + k].daddr == pkts[i].daddr)
 			k++;
-		int fitted = r && atomic_load(&r->local) ? produce(s, r, net, pkts + i, k) : 0;
+		bool ring = r && atomic_load(&r->local);
+		int fitted = ring ? produce(s, r, net, pkts + i, k) : 0;
 
 		/* The rest goes by UDP, in order: all of it if no ring is there. What did not fit a
 		 * full ring goes only if it is a datagram (UD): a connection's packets split across
 		 * two paths would arrive out of order in bulk, so they are lost instead, as on a
 		 * full link, and the transport sends them again. */
-		bool ring = r && atomic_load(&r->local);
-
 		for (int j = fitted; j < k; j++)
-			if (!ring || (pkts[i + j].hdr[0] & 0xe0) == URNIC_OP_UD)
+			if (!ring || (urnic_op(bth_opcode(pkts[i + j].hdr))->mask & URNIC_M_UD))
 				move_packet(&pkts[udp++], &pkts[i + j]);
 		i += k;
 	}
@@ -597,17 +597,13 @@ bool urnic_shm_control(struct urnic_net *net, const uint8_t *data, uint32_t len,
 	int nin = atomic_load(&s->nin);
 
 	for (int i = 0; i < nin; i++)
-		if (s->in[i].ring->saddr == saddr && s->in[i].ring->pid > 0) {
-			char mapped[NAME_LEN];
-
-			ring_name(mapped, s->netns, saddr, s->addr, s->in[i].ring->pid);
-			if (strcmp(mapped, name) == 0)
-				return true; /* a doorbell: the engine is awake now */
-		}
+		if (strcmp(s->in[i].name, name) == 0)
+			return true; /* a doorbell: the engine is awake now */
 	struct shm_ring *ring = nin < URNIC_SHM_PEERS ? map_ring(s, name, saddr) : NULL;
 
 	if (ring) {
 		s->in[nin] = (struct shm_in){.ring = ring};
+		memcpy(s->in[nin].name, name, sizeof(name));
 		atomic_store_explicit(&s->nin, nin + 1, memory_order_release);
 	}
 	return true;

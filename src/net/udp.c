@@ -125,10 +125,17 @@ uint16_t urnic_net_sport(const struct urnic_net *net, unsigned idx)
 	return net->tx_port[idx % URNIC_TX_SOCKETS];
 }
 
-/* Computes a packet's ICRC (for IP ID 0) into the last 4 bytes of its trailer iovec. */
-static void seal(const struct urnic_net *net, struct urnic_txpkt *p)
+/* A packet's ICRC: the last 4 bytes of its trailer iovec. */
+static uint8_t *icrc_of(struct urnic_txpkt *p)
 {
 	struct iovec *trailer = &p->iov[p->iovcnt - 1];
+
+	return (uint8_t *)trailer->iov_base + trailer->iov_len - URNIC_ICRC_LEN;
+}
+
+/* Computes a packet's ICRC for IP ID 0. */
+static void seal(const struct urnic_net *net, struct urnic_txpkt *p)
+{
 	struct urnic_ip4_flow flow = {
 		.saddr = net->addr,
 		.daddr = p->daddr,
@@ -137,8 +144,7 @@ static void seal(const struct urnic_net *net, struct urnic_txpkt *p)
 	};
 
 	URNIC_DMA_BEGIN(); /* the payload iovec points into an MR */
-	urnic_icrc_compute(&flow, p->iov, p->iovcnt, p->len - URNIC_ICRC_LEN,
-			   (uint8_t *)trailer->iov_base + trailer->iov_len - URNIC_ICRC_LEN);
+	urnic_icrc_compute(&flow, p->iov, p->iovcnt, p->len - URNIC_ICRC_LEN, icrc_of(p));
 	URNIC_DMA_END();
 	p->ip_id = 0;
 }
@@ -163,10 +169,7 @@ static int gso_run(const struct urnic_txpkt *pkts, int n)
  * an unconnected socket do): each packet's ICRC has to be computed for its own. */
 static void stamp_ip_id(struct urnic_txpkt *p, uint16_t id)
 {
-	struct iovec *trailer = &p->iov[p->iovcnt - 1];
-
-	urnic_icrc_move_ip_id((uint8_t *)trailer->iov_base + trailer->iov_len - URNIC_ICRC_LEN,
-			      p->len, p->ip_id, id);
+	urnic_icrc_move_ip_id(icrc_of(p), p->len, p->ip_id, id);
 	p->ip_id = id;
 }
 
@@ -361,7 +364,7 @@ int urnic_net_recv(struct urnic_net *net, struct urnic_rxpkt *out, struct urnic_
 	do {
 		r = recvmmsg(net->rx_fd, msgs, URNIC_RX_SLOTS, MSG_DONTWAIT, NULL);
 	} while (r < 0 && errno == EINTR);
-	t->syscalls++;
+	t->syscalls += r > 0; /* calls that brought datagrams */
 	for (int i = 0; i < r; i++)
 		n += split_datagram(net, i, &msgs[i], out + n, t);
 	if (net->shm) {

@@ -90,29 +90,15 @@ static void build_powers(uint32_t *table, uint32_t step, uint32_t *next)
 	*next = gf2_mul(table[255], step);
 }
 
-static void build_shift_tables(void)
+/* Tables of x^(8 * i) and x^(2048 * i) for x (shift) or x^-1 (unshift). */
+static void build_byte_shifts(uint32_t x, uint32_t *lo, uint32_t *hi)
 {
 	uint32_t x8 = URNIC_GF2_ONE, x2048, unused;
 
 	for (int i = 0; i < 8; i++)
-		x8 = gf2_mul(x8, URNIC_GF2_ONE >> 1); /* the polynomial x */
-	build_powers(shift_lo, x8, &x2048);
-	build_powers(shift_hi, x2048, &unused);
-}
-
-static void build_unshift_tables(void)
-{
-	uint32_t x_inv8 = URNIC_GF2_ONE, x_inv2048;
-
-	for (int i = 0; i < 8; i++)
-		x_inv8 = gf2_mul(x_inv8, GF2_X_INV);
-	unshift_lo[0] = URNIC_GF2_ONE;
-	for (int i = 1; i < 256; i++)
-		unshift_lo[i] = gf2_mul(unshift_lo[i - 1], x_inv8);
-	x_inv2048 = gf2_mul(unshift_lo[255], x_inv8);
-	unshift_hi[0] = URNIC_GF2_ONE;
-	for (int i = 1; i < 256; i++)
-		unshift_hi[i] = gf2_mul(unshift_hi[i - 1], x_inv2048);
+		x8 = gf2_mul(x8, x);
+	build_powers(lo, x8, &x2048);
+	build_powers(hi, x2048, &unused);
 }
 
 /*
@@ -151,8 +137,8 @@ static void build_id_inverse(void)
 
 static void build_tables(void)
 {
-	build_unshift_tables();
-	build_shift_tables();
+	build_byte_shifts(GF2_X_INV, unshift_lo, unshift_hi);
+	build_byte_shifts(URNIC_GF2_ONE >> 1 /* the polynomial x */, shift_lo, shift_hi);
 	build_id_inverse();
 	/* the flags field follows the ID: its crc0 is crc0_id's, un-shifted by those 2 bytes */
 	df_clear_delta = gf2_mul(crc0_id(IP_DF), unshift_lo[2]);
