@@ -64,6 +64,7 @@ struct urnic_dev {
 	pthread_mutex_t progress_lock; /* whoever runs the engine (thread or polling app) */
 	_Atomic uint64_t app_poll_ns;   /* last time an application thread drove progress */
 	atomic_bool standing_back;      /* engine asleep, leaving the socket to a polling app */
+	_Atomic uint64_t app_polled_ns;  /* the same, but never cleared: see watch_rings */
 	/* progress_lock holder only */
 	bool tx_pending;          /* some QP has READ responses to send */
 	struct urnic_qp *ack_list; /* QPs owing an ACK after this receive batch */
@@ -258,7 +259,8 @@ struct urnic_qp {
 	uint32_t peer_addr; /* network order, from the AV's GID */
 	uint16_t sport_idx;
 	uint16_t peer_ip_id; /* ICRC: last IPv4 ID seen from the peer */
-	uint32_t mtu;       /* bytes */
+	uint32_t mtu;       /* bytes: the path MTU, or URNIC_SHM_MTU between ring peers */
+	uint32_t window;    /* packets the requester may have outstanding */
 
 	/* send queue: cons <= next <= prod, all counting WQEs modulo 2^32 */
 	struct urnic_swqe *sq;

@@ -36,6 +36,12 @@
 /* ... and of at most this many bytes of UDP payload (65507 is IPv4's limit) */
 #define URNIC_GSO_MAX_BYTES 65000
 #define URNIC_SHM_PEERS 256 /* intra-host peers one device can have rings with, each way */
+/* An RC or UC QP whose peer is reached through a shared-memory ring (net/shm.c) uses this
+ * packet size instead of its path MTU, the same on both ends since each decides it at RTR from
+ * the same fact (the other has a ring inbox): a packet's fixed costs come once per 64 KiB, not
+ * once per 4 KiB. Its window keeps what one QP has in flight to half of a 4 MiB ring. */
+#define URNIC_SHM_MTU (64u << 10)
+#define URNIC_SHM_WINDOW 24
 #define URNIC_RX_SLOT_LEN 65536 /* a receive buffer: one datagram, coalesced or not */
 #define URNIC_RX_BATCH (URNIC_RX_SLOTS * URNIC_GSO_MAX_SEGS) /* packets one receive delivers */
 #define URNIC_RESP_BURST 64   /* READ response packets sent per QP per engine turn */
@@ -52,5 +58,13 @@
  * each round trip left one system call and one ACK each, breaking up the batches. */
 #define URNIC_POST_DEFER_INFLIGHT 1
 #define URNIC_APP_POLL_NS 50000ull /* engine thread stands back this long after an app poll */
+/* An idle engine thread with rings to read watches them this long before it sleeps: a ring
+ * peer's next packet is usually that close, and a wake-up (doorbell datagram, scheduler) costs
+ * more than the whole 1 MiB message it would bring. */
+#define URNIC_SHM_SPIN_NS 50000ull
+/* An application polling a device that reads rings makes the socket's system call at most this
+ * often (the engine thread's turns always make it). */
+#define URNIC_SOCK_POLL_NS 20000ull
+#define URNIC_SHM_SPIN_QUIET_NS 1000000ull /* ... unless an application polled this recently */
 
 #endif

@@ -152,10 +152,10 @@ static void sleep_until(struct urnic_dev *dev, uint64_t deadline)
 
 /* One turn of the engine: a receive batch and what it owes, then timers and READ responses.
  * Caller holds progress_lock. Returns true if there may be more to do right away. */
-static bool progress_turn(struct urnic_dev *dev, struct urnic_txbatch *b)
+static bool progress_turn(struct urnic_dev *dev, struct urnic_txbatch *b, bool polling)
 {
 	struct urnic_net_tally t = {0};
-	int n = urnic_net_recv(&dev->net, dev->net.rx_pkts, &t);
+	int n = urnic_net_recv(&dev->net, dev->net.rx_pkts, &t, polling);
 
 	if (n > 0) {
 		if (t.syscalls)
@@ -184,7 +184,10 @@ void urnic_progress(struct urnic_dev *dev)
 {
 	static _Thread_local struct urnic_txbatch b;
 
-	atomic_store_explicit(&dev->app_poll_ns, urnic_now_ns(), memory_order_relaxed);
+	uint64_t now = urnic_now_ns();
+
+	atomic_store_explicit(&dev->app_poll_ns, now, memory_order_relaxed);
+	atomic_store_explicit(&dev->app_polled_ns, now, memory_order_relaxed);
 	if (pthread_mutex_trylock(&dev->progress_lock) != 0) {
 		/* The holder may be waiting for this very CPU (an engine thread pinned beside a
 		 * busy-polling application): spinning on would keep it off for a whole time slice. */
@@ -192,7 +195,7 @@ void urnic_progress(struct urnic_dev *dev)
 		return;
 	}
 	urnic_tx_init(&b, dev);
-	progress_turn(dev, &b);
+	progress_turn(dev, &b, true);
 	pthread_mutex_unlock(&dev->progress_lock);
 }
 
@@ -234,6 +237,29 @@ static bool app_driving(struct urnic_dev *dev)
 	return app && urnic_now_ns() - app < URNIC_APP_POLL_NS;
 }
 
+/* Before sleeping, an engine thread with inbound rings watches them for URNIC_SHM_SPIN_NS
+ * (without system calls). True if a ring got packets or a timer came due meanwhile. Not while
+ * the application is active (it polled a CQ in the last URNIC_SHM_SPIN_QUIET_NS): then it may
+ * be spinning on memory on this very CPU (perftest's write latency loop, pinned), and a sleeper
+ * woken by a doorbell gets the CPU ahead of the spinner, a watcher only after its time slice. */
+static bool watch_rings(struct urnic_dev *dev)
+{
+	uint64_t start = urnic_now_ns(), now = start;
+
+	if (!urnic_shm_rings_in(&dev->net) ||
+	    start - atomic_load(&dev->app_polled_ns) < URNIC_SHM_SPIN_QUIET_NS)
+		return false;
+	for (; now - start < URNIC_SHM_SPIN_NS; now = urnic_now_ns()) {
+		if (atomic_load(&dev->stop) || app_driving(dev))
+			return false;
+		if (urnic_shm_pending(&dev->net) || now >= atomic_load(&dev->timer_next))
+			return true;
+		for (int i = 0; i < 16; i++)
+			__builtin_ia32_pause();
+	}
+	return false;
+}
+
 static void *engine_main(void *arg)
 {
 	struct urnic_dev *dev = arg;
@@ -247,10 +273,10 @@ static void *engine_main(void *arg)
 		 * lock here too would only risk being preempted while holding it */
 		if (!app_driving(dev)) {
 			pthread_mutex_lock(&dev->progress_lock);
-			busy = progress_turn(dev, &b);
+			busy = progress_turn(dev, &b, false);
 			pthread_mutex_unlock(&dev->progress_lock);
 		}
-		if (!busy)
+		if (!busy && !watch_rings(dev))
 			sleep_until(dev, atomic_load(&dev->timer_next));
 	}
 	return NULL;

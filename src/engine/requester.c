@@ -115,10 +115,10 @@ static enum req_step send_data_packet(struct urnic_qp *qp, struct urnic_swqe *w,
 static enum req_step send_read_request(struct urnic_qp *qp, struct urnic_swqe *w,
 				       struct urnic_txbatch *b)
 {
-	uint32_t slice_end = (w->sent / URNIC_TX_WINDOW + 1) * URNIC_TX_WINDOW;
+	uint32_t slice_end = (w->sent / qp->window + 1) * qp->window;
 	uint32_t chunk = (slice_end < w->npkts ? slice_end : w->npkts) - w->sent;
 
-	if (inflight(qp) > 0 && inflight(qp) + chunk > URNIC_TX_WINDOW)
+	if (inflight(qp) > 0 && inflight(qp) + chunk > qp->window)
 		return REQ_BLOCKED;
 	uint64_t off = (uint64_t)w->sent * qp->mtu;
 	uint64_t left = w->length - off;
@@ -199,7 +199,7 @@ static enum req_step step(struct urnic_qp *qp, struct urnic_swqe *w, struct urni
 	}
 	if (qp->ibv.qp_type == IBV_QPT_UD)
 		return send_datagram(qp, w, b);
-	if (inflight(qp) >= URNIC_TX_WINDOW)
+	if (inflight(qp) >= qp->window)
 		return REQ_BLOCKED;
 	if (wqe_is_rd_atomic(w) && qp->rd_outstanding >= max_rd_atomic(qp))
 		return REQ_BLOCKED;

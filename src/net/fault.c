@@ -96,7 +96,7 @@ int urnic_fault_apply(struct urnic_fault *f, struct urnic_rxpkt *pkts, int n, in
 				continue;
 			p.data[next_rand(f) % p.len] ^= (uint8_t)(1u << (next_rand(f) % 8));
 		}
-		if (!f->held && !released && chance(f, f->reorder)) {
+		if (!f->held && !released && p.len <= URNIC_RX_BUF_LEN && chance(f, f->reorder)) {
 			memcpy(f->held_buf, p.data, p.len);
 			f->held_pkt = p;
 			f->held_pkt.data = f->held_buf;
@@ -114,7 +114,8 @@ int urnic_fault_apply(struct urnic_fault *f, struct urnic_rxpkt *pkts, int n, in
 			f->held = false;
 			released = true;
 		}
-		if (out < max && ndup < URNIC_FAULT_DUPS && chance(f, f->dup)) {
+		if (out < max && ndup < URNIC_FAULT_DUPS && p.len <= URNIC_RX_BUF_LEN &&
+		    chance(f, f->dup)) {
 			memcpy(f->dup_buf[ndup], p.data, p.len);
 			pkts[out] = p;
 			pkts[out++].data = f->dup_buf[ndup++];

@@ -3,6 +3,7 @@
 #define URNIC_NET_H
 
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -12,6 +13,8 @@
 
 #define URNIC_TX_MAX_IOV (URNIC_MAX_SGE + 2)
 #define URNIC_RX_BUF_LEN (URNIC_MAX_HDR_LEN + 4096 + 8 + URNIC_ICRC_LEN)
+/* the longest packet a shared-memory ring carries (URNIC_SHM_MTU of payload) */
+#define URNIC_SHM_PKT_LEN (URNIC_MAX_HDR_LEN + URNIC_SHM_MTU + 8 + URNIC_ICRC_LEN)
 
 /* One outgoing packet: headers in hdr, payload pointing straight into registered memory, pad and
  * ICRC in trailer. The iovecs stay valid until the send call returns. */
@@ -70,6 +73,7 @@ struct urnic_net {
 		uint8_t buf[CMSG_SPACE(sizeof(int))];
 	} rx_ctl[URNIC_RX_SLOTS];
 	struct urnic_rxpkt *rx_pkts; /* URNIC_RX_BATCH, for the progress_lock holder */
+	uint64_t sock_polled_ns;     /* the last recvmmsg (progress_lock holder) */
 };
 
 int urnic_net_open(struct urnic_net *net, uint32_t addr);
@@ -79,8 +83,11 @@ void urnic_net_close(struct urnic_net *net);
 int urnic_net_send(struct urnic_net *net, struct urnic_txpkt *pkts, int n,
 		   struct urnic_net_tally *t);
 /* Receives up to URNIC_RX_BATCH packets without blocking, from the socket and the intra-host
- * rings; fills out[]; returns the count. Their data stays valid until urnic_net_recv_done. */
-int urnic_net_recv(struct urnic_net *net, struct urnic_rxpkt *out, struct urnic_net_tally *t);
+ * rings; fills out[]; returns the count. Their data stays valid until urnic_net_recv_done.
+ * polling: the caller polls again soon (an application's empty CQ poll), so on a device that
+ * reads rings the socket's system call is made at most every URNIC_SOCK_POLL_NS. */
+int urnic_net_recv(struct urnic_net *net, struct urnic_rxpkt *out, struct urnic_net_tally *t,
+		   bool polling);
 void urnic_net_recv_done(struct urnic_net *net);
 uint16_t urnic_net_sport(const struct urnic_net *net, unsigned idx);
 

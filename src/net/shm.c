@@ -198,8 +198,8 @@ static bool pid_alive(int pid)
 	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
 }
 
-/* Rings and inboxes that processes of this user left behind when they died without closing
- * their device (killed): gone, so /dev/shm does not fill up with them. */
+/* Rings, inboxes and counter files that processes of this user left behind when they died
+ * without closing their device (killed): gone, so /dev/shm does not fill up with them. */
 static void sweep_dead(void)
 {
 	DIR *d = opendir("/dev/shm");
@@ -224,6 +224,12 @@ static void sweep_dead(void)
 			if (fstatat(dirfd(d), e->d_name, &st, 0) == 0 && st.st_uid == geteuid() &&
 			    !pid_alive(pid))
 				shm_unlink(name);
+		} else if (sscanf(name, "/urnic-%d-%*[^.].stats%n", &pid, &end) == 1 && !name[end]) {
+			struct stat st; /* a device's counters (verbs/device.c) */
+
+			if (fstatat(dirfd(d), e->d_name, &st, 0) == 0 && st.st_uid == geteuid() &&
+			    !pid_alive(pid))
+				unlinkat(dirfd(d), e->d_name, 0);
 		} else if (sscanf(name, "/urnic-inbox-%lu-%8x%n", &ns, &a, &end) == 2 && !name[end]) {
 			struct shm_inbox *in = map_owned(name, O_RDONLY, sizeof(*in));
 
@@ -380,6 +386,40 @@ static struct shm_route *route_of(struct urnic_shm *s, uint32_t daddr)
 	return r;
 }
 
+/* The process whose inbox r's ring was announced to has died: if a new one listens at its
+ * address now, a new ring (same name) is made for it and the old one goes. With nobody there the
+ * old ring stays: its packets are lost, as they would be on the way to a dead host, and the
+ * route keeps to one path (a connection's 64 KiB packets have no other). Holds r->lock. */
+static void renew_if_dead(struct urnic_shm *s, struct shm_route *r)
+{
+	struct shm_inbox *old_inbox = r->inbox;
+	struct shm_ring *old_ring = r->ring;
+
+	if (pid_alive(old_inbox->pid))
+		return;
+	if (!connect_route(s, r)) {
+		r->inbox = old_inbox;
+		r->ring = old_ring;
+		return;
+	}
+	munmap(old_inbox, sizeof(*old_inbox));
+	munmap(old_ring, sizeof(*old_ring));
+}
+
+bool urnic_shm_reaches(struct urnic_net *net, uint32_t daddr)
+{
+	struct shm_route *r = net->shm ? route_of(net->shm, daddr) : NULL;
+
+	if (!r || !atomic_load(&r->local))
+		return false;
+	/* a QP being connected: the peer there now may not be the one the ring was made for */
+	pthread_mutex_lock(&r->lock);
+	if (atomic_load(&r->local))
+		renew_if_dead(net->shm, r);
+	pthread_mutex_unlock(&r->lock);
+	return atomic_load(&r->local);
+}
+
 static void copy_packet(struct shm_rec *rec, const struct urnic_txpkt *p, uint16_t sport)
 {
 	size_t off = 0;
@@ -421,9 +461,10 @@ static void count(struct urnic_net *net, enum urnic_counter c, uint64_t n)
 static int produce(struct urnic_shm *s, struct shm_route *r, struct urnic_net *net,
 		   struct urnic_txpkt *pkts, int n)
 {
-	struct shm_ring *ring = r->ring;
+	struct shm_ring *ring;
 
 	pthread_mutex_lock(&r->lock);
+	ring = r->ring; /* under the lock: renew_if_dead may replace it */
 	uint64_t head = atomic_load_explicit(&ring->head, memory_order_relaxed);
 	uint64_t tail = atomic_load_explicit(&ring->tail, memory_order_acquire);
 	int k = 0;
@@ -431,7 +472,7 @@ static int produce(struct urnic_shm *s, struct shm_route *r, struct urnic_net *n
 	for (; k < n; k++) {
 		uint32_t need = rec_size(pkts[k].len);
 
-		if (pkts[k].len > URNIC_RX_BUF_LEN || !reserve(ring, &head, tail, need))
+		if (pkts[k].len > URNIC_SHM_PKT_LEN || !reserve(ring, &head, tail, need))
 			break;
 		copy_packet((struct shm_rec *)(ring->data + head % RING_BYTES), &pkts[k],
 			    urnic_net_sport(net, pkts[k].sport_idx));
@@ -449,6 +490,8 @@ static int produce(struct urnic_shm *s, struct shm_route *r, struct urnic_net *n
 		send_control(s, r);
 		r->nudged_ns = now ? now : r->nudged_ns;
 		count(net, URNIC_C_shm_doorbells, 1);
+		if (k < n) /* a ring that stays full may have lost its reader for good */
+			renew_if_dead(s, r);
 	}
 	pthread_mutex_unlock(&r->lock);
 	return k;
@@ -516,7 +559,7 @@ static int consume(struct urnic_shm *s, struct shm_in *in, struct urnic_rxpkt *o
 			at += RING_BYTES - pos;
 			continue;
 		}
-		if (len > URNIC_RX_BUF_LEN || pos + rec_size(len) > RING_BYTES ||
+		if (len > URNIC_SHM_PKT_LEN || pos + rec_size(len) > RING_BYTES ||
 		    at + rec_size(len) > head) {
 			in->broken = true;
 			break;
@@ -607,6 +650,26 @@ bool urnic_shm_control(struct urnic_net *net, const uint8_t *data, uint32_t len,
 		atomic_store_explicit(&s->nin, nin + 1, memory_order_release);
 	}
 	return true;
+}
+
+int urnic_shm_rings_in(const struct urnic_net *net)
+{
+	return net->shm ? atomic_load_explicit(&net->shm->nin, memory_order_acquire) : 0;
+}
+
+bool urnic_shm_pending(struct urnic_net *net)
+{
+	struct urnic_shm *s = net->shm;
+	int nin = s ? atomic_load_explicit(&s->nin, memory_order_acquire) : 0;
+
+	for (int i = 0; i < nin; i++) {
+		struct shm_ring *ring = s->in[i].ring;
+
+		if (!s->in[i].broken && atomic_load_explicit(&ring->head, memory_order_acquire) !=
+					       atomic_load_explicit(&ring->tail, memory_order_relaxed))
+			return true;
+	}
+	return false;
 }
 
 bool urnic_shm_sleep(struct urnic_net *net)

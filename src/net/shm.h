@@ -13,6 +13,10 @@
 int urnic_shm_open(struct urnic_net *net);
 void urnic_shm_close(struct urnic_net *net);
 
+/* Whether packets to daddr go through a ring: a urnic device of this user listens there (its
+ * inbox is found now, if it was not before). */
+bool urnic_shm_reaches(struct urnic_net *net, uint32_t daddr);
+
 /* Sends the packets of pkts[0..n) bound for a urnic peer of this host through its ring (in
  * order; a full ring loses the packet, as a full socket buffer would), moves the others, in
  * order, to the front of pkts, and returns how many those are: the UDP path's share. */
@@ -31,6 +35,10 @@ bool urnic_shm_control(struct urnic_net *net, const uint8_t *data, uint32_t len,
 /* Before the engine sleeps on its socket: tells producers to ring the doorbell. True if a ring
  * already holds packets (then it must not sleep). urnic_shm_awake undoes it. */
 bool urnic_shm_sleep(struct urnic_net *net);
+/* How many peers' rings this device reads. */
+int urnic_shm_rings_in(const struct urnic_net *net);
+/* Whether a ring holds packets not yet taken: a few loads, no system call. */
+bool urnic_shm_pending(struct urnic_net *net);
 void urnic_shm_awake(struct urnic_net *net);
 
 #endif

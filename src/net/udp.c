@@ -4,6 +4,7 @@
 #include <string.h>
 #include <netinet/udp.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/dma.h"
@@ -346,7 +347,24 @@ static int split_datagram(struct urnic_net *net, int i, struct mmsghdr *m, struc
 	return (int)n;
 }
 
-int urnic_net_recv(struct urnic_net *net, struct urnic_rxpkt *out, struct urnic_net_tally *t)
+/* Whether a polling receive leaves the socket for later: rings carry this device's busy peers
+ * and an empty recvmmsg costs more than a ring round trip. */
+static bool socket_can_wait(struct urnic_net *net, bool polling)
+{
+	if (!polling || !urnic_shm_rings_in(net))
+		return false;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+
+	if (now - net->sock_polled_ns < URNIC_SOCK_POLL_NS)
+		return true;
+	net->sock_polled_ns = now;
+	return false;
+}
+
+static int recv_socket(struct urnic_net *net, struct urnic_rxpkt *out, struct urnic_net_tally *t)
 {
 	struct mmsghdr msgs[URNIC_RX_SLOTS];
 	int r, n = 0;
@@ -367,6 +385,14 @@ int urnic_net_recv(struct urnic_net *net, struct urnic_rxpkt *out, struct urnic_
 	t->syscalls += r > 0; /* calls that brought datagrams */
 	for (int i = 0; i < r; i++)
 		n += split_datagram(net, i, &msgs[i], out + n, t);
+	return n;
+}
+
+int urnic_net_recv(struct urnic_net *net, struct urnic_rxpkt *out, struct urnic_net_tally *t,
+		   bool polling)
+{
+	int n = socket_can_wait(net, polling) ? 0 : recv_socket(net, out, t);
+
 	if (net->shm) {
 		int local = urnic_shm_recv(net, out + n, URNIC_RX_BATCH - n);
 

@@ -5,6 +5,7 @@
 #include <sys/random.h>
 
 #include "engine/engine.h"
+#include "net/shm.h"
 #include "verbs/verbs_ops.h"
 
 /* ---------------- the state machine, as data (IBTA vol. 1, table 91 / rdma-core) ----------- */
@@ -224,6 +225,11 @@ static int enter_rtr(struct urnic_qp *qp)
 	/* a UD message is one packet of up to the port's MTU */
 	qp->mtu = urnic_mtu_bytes(qp->ibv.qp_type == IBV_QPT_UD ? qp->dev->active_mtu
 								: (int)qp->attr.path_mtu);
+	qp->window = URNIC_TX_WINDOW;
+	if (qp->ibv.qp_type != IBV_QPT_UD && urnic_shm_reaches(&qp->dev->net, qp->peer_addr)) {
+		qp->mtu = URNIC_SHM_MTU;
+		qp->window = URNIC_SHM_WINDOW;
+	}
 	qp->epsn = qp->attr.rq_psn;
 	qp->msn = 0;
 	if (qp->stats) {
