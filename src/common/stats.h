@@ -49,7 +49,8 @@
 	X(shm_tx_packets, "shm_tx_packets")                                                        \
 	X(shm_rx_packets, "shm_rx_packets")                                                        \
 	X(shm_ring_full, "shm_ring_full")                                                          \
-	X(shm_doorbells, "shm_doorbells")
+	X(shm_doorbells, "shm_doorbells")                                                          \
+	X(shm_ring_broken, "shm_ring_broken")
 
 enum urnic_counter {
 #define URNIC_COUNTER_ENUM(id, name) URNIC_C_##id,
@@ -64,7 +65,7 @@ extern const char *const urnic_counter_names[URNIC_C_COUNT];
  * The library writes it with relaxed atomic adds; readers copy it and may see a counter a few
  * events behind. Version bumps whenever this layout changes. */
 #define URNIC_STATS_MAGIC 0x75726e6963737461ull /* "urnicsta" */
-#define URNIC_STATS_VERSION 3
+#define URNIC_STATS_VERSION 4
 #define URNIC_STATS_QP_SLOTS 1024
 
 struct urnic_stats_qp {

@@ -42,44 +42,10 @@
 #include "common/dma.h"
 #include "common/stats.h"
 #include "net/shm.h"
+#include "net/shm_layout.h"
 
-#define INBOX_MAGIC 0x75726e6963696e62ull /* "urnicinb" */
-#define RING_MAGIC 0x75726e696372696eull  /* "urnicrin" */
-#define SHM_VERSION 1
-#define RING_BYTES (4u << 20)
-#define REC_ALIGN 64u
-#define REC_WRAP 0xffffffffu /* the rest of the ring is padding: go on at its start */
-#define CONTROL_MAGIC "URNICSHM"
-#define NAME_LEN 80
 #define NO_INBOX_RECHECK_NS 1000000000ull /* a destination without an inbox is asked again */
 #define FULL_RING_NUDGE_NS 100000000ull	  /* a full ring re-sends its control datagram */
-#define REC_HDR 8u
-
-struct shm_inbox {
-	uint64_t magic;
-	uint32_t version;
-	int32_t pid;
-	uint32_t addr;
-	_Alignas(64) _Atomic uint32_t sleeping; /* the owner's engine sleeps on its socket */
-};
-
-/* One packet in a ring, at a REC_ALIGN-aligned offset. */
-struct shm_rec {
-	uint32_t len; /* BTH through ICRC; REC_WRAP: padding to the ring's end */
-	uint16_t sport;
-	uint16_t reserved;
-	uint8_t data[];
-};
-
-struct shm_ring {
-	uint64_t magic;
-	uint32_t version, bytes;
-	uint32_t saddr, daddr; /* network order */
-	int32_t pid;
-	_Alignas(64) _Atomic uint64_t head; /* bytes filled, ever (producer) */
-	_Alignas(64) _Atomic uint64_t tail; /* bytes given back, ever (consumer) */
-	_Alignas(64) uint8_t data[RING_BYTES];
-};
 
 static uint32_t rec_size(uint32_t len)
 {
@@ -100,10 +66,13 @@ struct shm_route {
 
 /* A ring some peer fills for this device. */
 struct shm_in {
-	struct shm_ring *ring;
+	/* atomic: the engine thread's watch reads it without progress_lock (see `watching`) */
+	struct shm_ring *_Atomic ring;
 	char name[NAME_LEN]; /* as its control datagram named it */
 	uint64_t taken;	 /* bytes handed out by the last urnic_shm_recv */
-	bool broken;	 /* held a record no producer of ours writes: read no more */
+	/* held a record no producer of ours writes: read no more (and it holds nothing to wait
+	 * for; set under progress_lock, read by the engine thread's watch and sleep without it) */
+	atomic_bool broken;
 };
 
 struct urnic_shm {
@@ -114,8 +83,13 @@ struct urnic_shm {
 	pthread_mutex_t routes_lock; /* creating routes; lookups read `routes` without it */
 	_Atomic int nroutes;
 	struct shm_route routes[URNIC_SHM_PEERS];
-	_Atomic int nin; /* entries are written before nin covers them, and never removed */
+	/* entries are written before nin covers them; one whose producer died is reused once all
+	 * are taken, under progress_lock */
+	_Atomic int nin;
 	struct shm_in in[URNIC_SHM_PEERS];
+	/* the engine thread is reading in[].ring without progress_lock (urnic_shm_pending): a
+	 * reused entry's old ring is unmapped only once it is not */
+	_Atomic int watching;
 	int ctl_fd; /* sends the control datagrams */
 };
 
@@ -539,17 +513,25 @@ int urnic_shm_divert(struct urnic_net *net, struct urnic_txpkt *pkts, int n)
 
 /* ---- consuming ---- */
 
-/* The records of one ring, from its tail up to max packets; returns how many. */
-static int consume(struct urnic_shm *s, struct shm_in *in, struct urnic_rxpkt *out, int max)
+/* A producer wrote what no urnic producer writes: its ring is read no more (counted once). */
+static void mark_broken(struct urnic_net *net, struct shm_in *in)
 {
+	if (!atomic_exchange_explicit(&in->broken, true, memory_order_relaxed))
+		count(net, URNIC_C_shm_ring_broken, 1);
+}
+
+/* The records of one ring, from its tail up to max packets; returns how many. */
+static int consume(struct urnic_net *net, struct shm_in *in, struct urnic_rxpkt *out, int max)
+{
+	struct urnic_shm *s = net->shm;
 	struct shm_ring *ring = in->ring;
 	uint64_t tail = atomic_load_explicit(&ring->tail, memory_order_relaxed), at = tail;
 	uint64_t head = atomic_load_explicit(&ring->head, memory_order_acquire);
 	int got = 0;
 
 	if (head - tail > RING_BYTES) /* a producer that writes nonsense */
-		in->broken = true;
-	while (!in->broken && at < head && got < max) {
+		mark_broken(net, in);
+	while (!atomic_load_explicit(&in->broken, memory_order_relaxed) && at < head && got < max) {
 		uint32_t pos = (uint32_t)(at % RING_BYTES);
 		struct shm_rec *rec = (struct shm_rec *)(ring->data + pos);
 		uint32_t len = atomic_load_explicit((_Atomic uint32_t *)&rec->len,
@@ -561,7 +543,7 @@ static int consume(struct urnic_shm *s, struct shm_in *in, struct urnic_rxpkt *o
 		}
 		if (len > URNIC_SHM_PKT_LEN || pos + rec_size(len) > RING_BYTES ||
 		    at + rec_size(len) > head) {
-			in->broken = true;
+			mark_broken(net, in);
 			break;
 		}
 		out[got++] = (struct urnic_rxpkt){
@@ -584,7 +566,7 @@ int urnic_shm_recv(struct urnic_net *net, struct urnic_rxpkt *out, int max)
 	int nin = atomic_load_explicit(&s->nin, memory_order_acquire), got = 0;
 
 	for (int i = 0; i < nin && got < max; i++)
-		got += consume(s, &s->in[i], out + got, max - got);
+		got += consume(net, &s->in[i], out + got, max - got);
 	return got;
 }
 
@@ -624,6 +606,15 @@ static struct shm_ring *map_ring(struct urnic_shm *s, const char *name, uint32_t
 	return ring;
 }
 
+/* Every entry is taken: one whose producer has died, or -1. */
+static int dead_slot(struct urnic_shm *s)
+{
+	for (int i = 0; i < URNIC_SHM_PEERS; i++)
+		if (!pid_alive(atomic_load(&s->in[i].ring)->pid))
+			return i;
+	return -1;
+}
+
 bool urnic_shm_control(struct urnic_net *net, const uint8_t *data, uint32_t len, uint32_t saddr)
 {
 	struct urnic_shm *s = net->shm;
@@ -642,11 +633,22 @@ bool urnic_shm_control(struct urnic_net *net, const uint8_t *data, uint32_t len,
 	for (int i = 0; i < nin; i++)
 		if (strcmp(s->in[i].name, name) == 0)
 			return true; /* a doorbell: the engine is awake now */
-	struct shm_ring *ring = nin < URNIC_SHM_PEERS ? map_ring(s, name, saddr) : NULL;
+	int slot = nin < URNIC_SHM_PEERS ? nin : dead_slot(s);
+	struct shm_ring *ring = slot >= 0 ? map_ring(s, name, saddr) : NULL;
 
-	if (ring) {
-		s->in[nin] = (struct shm_in){.ring = ring};
-		memcpy(s->in[nin].name, name, sizeof(name));
+	if (!ring)
+		return true;
+	struct shm_ring *old = slot < nin ? s->in[slot].ring : NULL;
+
+	atomic_store(&s->in[slot].broken, false);
+	s->in[slot].taken = 0;
+	memcpy(s->in[slot].name, name, sizeof(name));
+	atomic_store(&s->in[slot].ring, ring);
+	if (old) { /* the watch may still hold the old pointer: wait until it is out (ns) */
+		while (atomic_load(&s->watching))
+			;
+		munmap(old, sizeof(*old));
+	} else {
 		atomic_store_explicit(&s->nin, nin + 1, memory_order_release);
 	}
 	return true;
@@ -661,15 +663,20 @@ bool urnic_shm_pending(struct urnic_net *net)
 {
 	struct urnic_shm *s = net->shm;
 	int nin = s ? atomic_load_explicit(&s->nin, memory_order_acquire) : 0;
+	bool pending = false;
 
-	for (int i = 0; i < nin; i++) {
-		struct shm_ring *ring = s->in[i].ring;
+	if (!nin)
+		return false;
+	atomic_store(&s->watching, 1); /* before the pointers are read: see urnic_shm_control */
+	for (int i = 0; i < nin && !pending; i++) {
+		struct shm_ring *ring = atomic_load(&s->in[i].ring);
 
-		if (!s->in[i].broken && atomic_load_explicit(&ring->head, memory_order_acquire) !=
-					       atomic_load_explicit(&ring->tail, memory_order_relaxed))
-			return true;
+		pending = !atomic_load_explicit(&s->in[i].broken, memory_order_relaxed) &&
+			  atomic_load_explicit(&ring->head, memory_order_acquire) !=
+				  atomic_load_explicit(&ring->tail, memory_order_relaxed);
 	}
-	return false;
+	atomic_store(&s->watching, 0);
+	return pending;
 }
 
 bool urnic_shm_sleep(struct urnic_net *net)
@@ -680,16 +687,9 @@ bool urnic_shm_sleep(struct urnic_net *net)
 		return false;
 	atomic_store_explicit(&s->inbox->sleeping, 1, memory_order_relaxed);
 	atomic_thread_fence(memory_order_seq_cst); /* the flag before the heads: see the top */
-	int nin = atomic_load_explicit(&s->nin, memory_order_acquire);
-
-	for (int i = 0; i < nin; i++) {
-		struct shm_ring *ring = s->in[i].ring;
-
-		if (atomic_load_explicit(&ring->head, memory_order_relaxed) !=
-		    atomic_load_explicit(&ring->tail, memory_order_relaxed)) {
-			atomic_store_explicit(&s->inbox->sleeping, 0, memory_order_relaxed);
-			return true;
-		}
+	if (urnic_shm_pending(net)) { /* a broken ring's leftovers do not count: it is read no more */
+		atomic_store_explicit(&s->inbox->sleeping, 0, memory_order_relaxed);
+		return true;
 	}
 	return false;
 }

@@ -32,6 +32,7 @@ static int server(struct rc *rc)
 		rc_check_const(rc, rc->buf + sizes[i], REGION - sizes[i], 0, "past the WRITE");
 		memset(rc->buf, 0, REGION);
 		rc_sync(rc);
+		rc_sync(rc); /* the READ completed: this side's counters are still when it returns */
 	}
 	return RC_PASS;
 }
@@ -73,6 +74,7 @@ static int client(struct rc *rc)
 		run_one(rc, IBV_WR_RDMA_READ, len, URNIC_C_shm_rx_packets);
 		rc_check_from(rc, rc->buf, len, 77, 0, "read data");
 		rc_check_const(rc, rc->buf + len, REGION - len, 0, "past the READ");
+		rc_sync(rc);
 	}
 	return RC_PASS;
 }

@@ -1,0 +1,46 @@
+/* shm_layout.h - the intra-host path's shared files as both processes see them: the inbox a
+ * device publishes and the ring a producer fills (net/shm.c). A change here is a change of
+ * SHM_VERSION: two urnic builds share a ring only if they agree on all of it. */
+#ifndef URNIC_SHM_LAYOUT_H
+#define URNIC_SHM_LAYOUT_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define INBOX_MAGIC 0x75726e6963696e62ull /* "urnicinb" */
+#define RING_MAGIC 0x75726e696372696eull  /* "urnicrin" */
+#define SHM_VERSION 2 /* 2: packets of up to URNIC_SHM_MTU between ring peers */
+#define RING_BYTES (4u << 20)
+#define REC_ALIGN 64u
+#define REC_WRAP 0xffffffffu /* the rest of the ring is padding: go on at its start */
+#define CONTROL_MAGIC "URNICSHM"
+#define NAME_LEN 80
+#define REC_HDR 8u
+
+struct shm_inbox {
+	uint64_t magic;
+	uint32_t version;
+	int32_t pid;
+	uint32_t addr;
+	_Alignas(64) _Atomic uint32_t sleeping; /* the owner's engine sleeps on its socket */
+};
+
+/* One packet in a ring, at a REC_ALIGN-aligned offset. */
+struct shm_rec {
+	uint32_t len; /* BTH through ICRC; REC_WRAP: padding to the ring's end */
+	uint16_t sport;
+	uint16_t reserved;
+	uint8_t data[];
+};
+
+struct shm_ring {
+	uint64_t magic;
+	uint32_t version, bytes;
+	uint32_t saddr, daddr; /* network order */
+	int32_t pid;
+	_Alignas(64) _Atomic uint64_t head; /* bytes filled, ever (producer) */
+	_Alignas(64) _Atomic uint64_t tail; /* bytes given back, ever (consumer) */
+	_Alignas(64) uint8_t data[RING_BYTES];
+};
+
+#endif

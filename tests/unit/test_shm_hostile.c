@@ -1,0 +1,139 @@
+/* test_shm_hostile: a ring producer that writes what no urnic producer writes (a record longer
+ * than any packet, a head beyond the ring) loses its ring: the consumer reads nothing of it, and
+ * nothing beyond it, counts it once in shm_ring_broken, and neither busy-waits on it nor refuses
+ * to sleep because of what is left in it. Each producer is a urnic device of this process whose
+ * ring the test then scribbles on through /dev/shm, as a hostile process of this user could. */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/stats.h"
+#include "net/net.h"
+#include "net/shm.h"
+#include "net/shm_layout.h"
+
+#define CHECK(c, ...)                                                                          \
+	do {                                                                                   \
+		if (!(c)) {                                                                    \
+			fprintf(stderr, "test_shm_hostile: FAIL: " __VA_ARGS__);               \
+			fputc('\n', stderr);                                                   \
+			exit(1);                                                               \
+		}                                                                              \
+	} while (0)
+
+static uint64_t counters[URNIC_C_COUNT];
+
+static uint32_t addr_of(const char *s)
+{
+	struct in_addr a;
+
+	inet_pton(AF_INET, s, &a);
+	return a.s_addr;
+}
+
+static void send_one(struct urnic_net *from, uint32_t to, const char *text)
+{
+	struct urnic_txpkt p = {.daddr = to, .iovcnt = 1, .len = (uint32_t)strlen(text)};
+	struct urnic_net_tally t = {0};
+
+	memcpy(p.hdr, text, p.len);
+	p.iov[0] = (struct iovec){.iov_base = p.hdr, .iov_len = p.len};
+	CHECK(urnic_net_send(from, &p, 1, &t) >= 0, "send %s", text);
+}
+
+/* Ring packets the consumer takes within ms; true if one of them is text. */
+static bool receive(struct urnic_net *n, const char *text, unsigned ms, int *count)
+{
+	struct urnic_net_tally t = {0};
+	bool seen = false;
+
+	*count = 0;
+	for (unsigned i = 0; i < ms && !seen; i++) {
+		int got = urnic_net_recv(n, n->rx_pkts, &t, false);
+
+		for (int k = 0; k < got; k++) {
+			*count += n->rx_pkts[k].local;
+			seen |= n->rx_pkts[k].local && n->rx_pkts[k].len == strlen(text) &&
+				memcmp(n->rx_pkts[k].data, text, strlen(text)) == 0;
+		}
+		urnic_net_recv_done(n);
+		usleep(1000);
+	}
+	return seen;
+}
+
+static struct shm_ring *map_ring_of(uint32_t saddr, uint32_t daddr)
+{
+	struct stat st;
+	char name[NAME_LEN];
+
+	CHECK(stat("/proc/self/ns/net", &st) == 0, "stat the network namespace");
+	snprintf(name, sizeof(name), "/urnic-ring-%lu-%08x-%08x-%d", (unsigned long)st.st_ino,
+		 (unsigned)ntohl(saddr), (unsigned)ntohl(daddr), (int)getpid());
+	int fd = shm_open(name, O_RDWR, 0);
+
+	CHECK(fd >= 0, "open %s", name);
+	void *p = mmap(NULL, sizeof(struct shm_ring), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+
+	close(fd);
+	CHECK(p != MAP_FAILED, "map %s", name);
+	return p;
+}
+
+/* A producer at src sends a good packet, which arrives; spoil() then writes into its ring. */
+static void case_broken(struct urnic_net *a, const char *src, const char *what,
+			void (*spoil)(struct shm_ring *), uint64_t nbroken)
+{
+	struct urnic_net b;
+	int n;
+
+	CHECK(urnic_net_open(&b, addr_of(src)) == 0, "open a producer at %s", src);
+	send_one(&b, a->addr, "first, fine");
+	CHECK(receive(a, "first, fine", 2000, &n), "%s: a good packet did not arrive", what);
+	struct shm_ring *ring = map_ring_of(b.addr, a->addr);
+
+	spoil(ring);
+	CHECK(!receive(a, "", 50, &n) && n == 0, "%s: %d packets read from a spoiled ring", what, n);
+	CHECK(counters[URNIC_C_shm_ring_broken] == nbroken, "%s: shm_ring_broken %llu, want %llu",
+	      what, (unsigned long long)counters[URNIC_C_shm_ring_broken],
+	      (unsigned long long)nbroken);
+	CHECK(!urnic_shm_pending(a), "%s: the broken ring still counts as pending", what);
+	CHECK(!urnic_shm_sleep(a), "%s: the engine would not sleep because of a broken ring", what);
+	urnic_shm_awake(a);
+	send_one(&b, a->addr, "after");
+	CHECK(!receive(a, "after", 50, &n) && n == 0, "%s: a broken ring was read again", what);
+	munmap(ring, sizeof(*ring));
+	urnic_net_close(&b);
+}
+
+static void too_long(struct shm_ring *ring)
+{
+	uint64_t head = atomic_load(&ring->head);
+	struct shm_rec *rec = (struct shm_rec *)(ring->data + head % RING_BYTES);
+
+	rec->len = URNIC_SHM_PKT_LEN + 1;
+	atomic_store(&ring->head, head + REC_ALIGN);
+}
+
+static void head_beyond(struct shm_ring *ring)
+{
+	atomic_store(&ring->head, atomic_load(&ring->tail) + RING_BYTES + REC_ALIGN);
+}
+
+int main(void)
+{
+	struct urnic_net a;
+
+	setenv("URNIC_SHM", "1", 1);
+	CHECK(urnic_net_open(&a, addr_of("127.88.1.1")) == 0, "open the consumer");
+	a.counters = counters;
+	case_broken(&a, "127.88.1.2", "a record longer than any packet", too_long, 1);
+	case_broken(&a, "127.88.1.3", "a head beyond the ring", head_beyond, 2);
+	urnic_net_close(&a);
+	return 0;
+}
