@@ -245,6 +245,10 @@ struct urnic_rtx {
 	uint64_t deadline; /* ns; 0 when the timer does not run */
 	uint32_t goback_psn; /* where the requester last went back to, and when */
 	uint64_t goback_ns;
+	/* silences: how long the peer may go quiet without loss (a stalled guest, a busy CPU) */
+	uint64_t quiet_since_ns; /* last progress, or the send into an idle QP; 0: not timed */
+	uint64_t silence_ns;	 /* the longest such silence, decayed */
+	uint64_t silence_at_ns;	 /* when silence_ns was last decayed */
 };
 
 struct urnic_qp {

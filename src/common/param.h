@@ -48,6 +48,10 @@
 #define URNIC_TX_SOCKETS 8    /* source ports (ECMP entropy), chosen per QP */
 #define URNIC_SOCK_BUF (8 << 20)
 #define URNIC_RTO_MIN_NS 2000000ull /* fast retransmission timeout floor: scheduling noise */
+/* The fast timeout is also at least this many times the longest recent silence that ended in
+ * progress with no retransmission; that silence is halved every URNIC_SILENCE_HALF_NS. */
+#define URNIC_RTO_SILENCE_MULT 2
+#define URNIC_SILENCE_HALF_NS 1000000000ull
 /* A request more than this many PSNs ahead of the expected one is dropped without a NAK: a gap
  * that wide means a million packets lost in a row, so the packet is forged or corrupt, and a NAK
  * would make the real requester go back for nothing. */

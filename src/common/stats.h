@@ -30,6 +30,7 @@
 	X(rnr_nak_sent, "rnr_nak_sent")                                                            \
 	X(rnr_nak_rcvd, "rnr_nak_received")                                                        \
 	X(dup_requests, "duplicate_requests")                                                      \
+	X(out_of_seq, "out_of_sequence_requests")                                                  \
 	X(uc_dropped_msgs, "uc_messages_dropped")                                                  \
 	X(drop_short, "drop_truncated")                                                            \
 	X(drop_icrc, "drop_bad_icrc")                                                              \
@@ -65,7 +66,7 @@ extern const char *const urnic_counter_names[URNIC_C_COUNT];
  * The library writes it with relaxed atomic adds; readers copy it and may see a counter a few
  * events behind. Version bumps whenever this layout changes. */
 #define URNIC_STATS_MAGIC 0x75726e6963737461ull /* "urnicsta" */
-#define URNIC_STATS_VERSION 4
+#define URNIC_STATS_VERSION 5
 #define URNIC_STATS_QP_SLOTS 1024
 
 struct urnic_stats_qp {

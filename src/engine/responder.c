@@ -626,8 +626,8 @@ void urnic_resp_rx(struct urnic_qp *qp, const struct urnic_rxpkt *pkt, struct ur
 		 * may have been lost, and the requester ignores a repeat it has already acted on. */
 		if (!qp->nak_sent || (bth_ackreq(bth) && repeats_sequence_nak(qp)))
 			nak_sequence(qp);
-		else
-			urnic_qp_count(qp, URNIC_C_drop_psn, 1);
+		else /* a valid request behind a lost one: the requester will send it again */
+			urnic_qp_count(qp, URNIC_C_out_of_seq, 1);
 		return;
 	}
 	qp->nak_sent = false;

@@ -13,6 +13,13 @@
  * re-armed only by progress, and alone spends `retry_cnt`: a dead peer still fails after the
  * time that `timeout` and `retry_cnt` imply.
  *
+ * Silences: a peer that stalls (a guest without its CPU, a responder streaming a long READ from a
+ * busy host) goes quiet for longer than its round trip while nothing is lost. Going back then
+ * does harm: a responder answers the repeated READ request with a second response stream beside
+ * the first, and the next stall is longer still. So the requester also times each silence that
+ * ends in progress with no retransmission inside it (Karn's rule again), keeps the longest, halved
+ * every URNIC_SILENCE_HALF_NS, and never times out before URNIC_RTO_SILENCE_MULT times it.
+ *
  * NAKs: the responder repeats its PSN-sequence NAK for every out-of-sequence packet that asks
  * for an ACK (the first NAK may have been lost), so packets already in flight when the requester
  * went back can bring NAKs for the PSN it went back to. One that arrives within a round trip of
@@ -34,11 +41,40 @@ static bool awaiting_ack(const struct urnic_qp *qp)
 	return qp->snd_una != qp->snd_nxt && !qp->rnr_deadline;
 }
 
+/* The longest recent silence, halved for each URNIC_SILENCE_HALF_NS since it was last halved. */
+static uint64_t decayed_silence(struct urnic_rtx *r, uint64_t now)
+{
+	uint64_t halvings = (now - r->silence_at_ns) / URNIC_SILENCE_HALF_NS;
+
+	if (halvings) {
+		r->silence_ns = halvings < 64 ? r->silence_ns >> halvings : 0;
+		r->silence_at_ns += halvings * URNIC_SILENCE_HALF_NS;
+	}
+	return r->silence_ns;
+}
+
+/* Progress ended a silence: keep it if no retransmission fell inside it. */
+static void time_silence(struct urnic_rtx *r, uint64_t now)
+{
+	if (r->quiet_since_ns && !r->recovering) {
+		uint64_t quiet = now - r->quiet_since_ns;
+
+		if (quiet > decayed_silence(r, now)) {
+			r->silence_ns = quiet;
+			r->silence_at_ns = now;
+		}
+	}
+	r->quiet_since_ns = now;
+}
+
 /* The timeout, backed off, and never beyond cap. */
-static uint64_t rto_ns(const struct urnic_rtx *r, uint64_t cap)
+static uint64_t rto_ns(struct urnic_rtx *r, uint64_t cap, uint64_t now)
 {
 	uint64_t rto = r->srtt_ns ? r->srtt_ns + 4 * r->rttvar_ns : RTO_INITIAL_NS;
+	uint64_t quiet = URNIC_RTO_SILENCE_MULT * decayed_silence(r, now);
 
+	if (rto < quiet)
+		rto = quiet;
 	if (rto < URNIC_RTO_MIN_NS)
 		rto = URNIC_RTO_MIN_NS;
 	for (unsigned i = 0; i < r->backoff && rto < cap; i++)
@@ -54,7 +90,9 @@ void urnic_rtx_arm(struct urnic_qp *qp)
 	qp->rtx.deadline = 0;
 	if (!awaiting_ack(qp) || cap < URNIC_RTO_MIN_NS)
 		return; /* nothing to wait for, or the IB timer alone is short enough */
-	qp->rtx.deadline = urnic_now_ns() + rto_ns(&qp->rtx, cap);
+	uint64_t now = urnic_now_ns();
+
+	qp->rtx.deadline = now + rto_ns(&qp->rtx, cap, now);
 	urnic_engine_deadline(qp->dev, qp->rtx.deadline);
 }
 
@@ -62,6 +100,8 @@ void urnic_rtx_sent(struct urnic_qp *qp, uint32_t psn)
 {
 	struct urnic_rtx *r = &qp->rtx;
 
+	if (!r->quiet_since_ns)
+		r->quiet_since_ns = urnic_now_ns(); /* into an idle QP: the wait starts now */
 	if (r->sample_sent_ns || r->recovering)
 		return;
 	r->sample_psn = psn;
@@ -86,6 +126,9 @@ void urnic_rtx_acked(struct urnic_qp *qp, uint32_t una)
 	struct urnic_rtx *r = &qp->rtx;
 
 	r->backoff = 0;
+	time_silence(r, urnic_now_ns());
+	if (una == qp->snd_nxt)
+		r->quiet_since_ns = 0; /* idle: the time until the next send is no silence */
 	if (r->recovering && psn_diff(una, r->recover_psn) >= 0)
 		r->recovering = false;
 	if (r->sample_sent_ns && psn_diff(una, r->sample_psn) > 0) {
