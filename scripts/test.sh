@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test.sh - set up, build, and run every test: in a normal build (which includes a subset under
-# valgrind memcheck), under ASan+UBSan, and under TSan.
+# valgrind memcheck), against Linux rdma_rxe in a qemu guest, under ASan+UBSan, and under TSan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
@@ -15,6 +15,19 @@ run_suite() { # build-dir, extra cmake args...
 CTEST_ARGS=()
 echo "== normal build =="
 run_suite build
+if [ "${URNIC_SKIP_INTEROP:-0}" != 1 ]; then
+	echo "== interop: urnic against the kernel's rdma_rxe in a qemu guest (tests/interop) =="
+	# Builds the guest image on first use (debootstrap from Debian's mirror, cached in
+	# /var/cache/urnic-interop); 77 means this machine cannot run the guest, and says why.
+	rc=0
+	bash tests/interop/run.sh build || rc=$?
+	if [ $rc = 77 ]; then
+		echo "interop SKIPPED: this machine cannot run the guest (reason above)"
+	elif [ $rc != 0 ]; then
+		echo "interop FAILED (logs and captures in build/interop)"
+		exit $rc
+	fi
+fi
 if [ "${URNIC_SKIP_SANITIZE:-0}" != 1 ]; then
 	echo "== ASan + UBSan build =="
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \

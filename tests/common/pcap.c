@@ -1,6 +1,8 @@
 /* pcap.c - reads classic libpcap capture files and takes Ethernet/IPv4/UDP frames apart. */
 #include "pcap.h"
 
+#include <stdlib.h>
+
 #include <string.h>
 
 #define PCAP_MAGIC_US 0xa1b2c3d4u /* microsecond timestamps */
@@ -111,4 +113,16 @@ int test_parse_udp4(const uint8_t *frame, size_t len, struct test_udp4 *out)
 	out->payload = udp + 8;
 	out->payload_len = udp_len - 8;
 	return 0;
+}
+
+uint16_t *test_peer_hint(struct test_peers *p, uint32_t saddr)
+{
+	for (int i = 0; i < p->n; i++)
+		if (p->peer[i].saddr == saddr)
+			return &p->peer[i].id_hint;
+	if (p->n == TEST_MAX_PEERS)
+		abort();
+	p->peer[p->n].saddr = saddr;
+	p->peer[p->n].id_hint = 0;
+	return &p->peer[p->n++].id_hint;
 }

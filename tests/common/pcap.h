@@ -32,4 +32,17 @@ struct test_udp4 {
 /* 0, or -1 if the frame is not an unfragmented Ethernet/IPv4/UDP frame that fits in len. */
 int test_parse_udp4(const uint8_t *frame, size_t len, struct test_udp4 *out);
 
+/* What a receiver keeps per sender for the ICRC check: its IP ID prediction (0: none yet). */
+#define TEST_MAX_PEERS 4
+struct test_peers {
+	int n;
+	struct {
+		uint32_t saddr;
+		uint16_t id_hint;
+	} peer[TEST_MAX_PEERS];
+};
+
+/* The sender's hint, a new one (0) for a sender not seen before; aborts past TEST_MAX_PEERS. */
+uint16_t *test_peer_hint(struct test_peers *p, uint32_t saddr);
+
 #endif

@@ -10,8 +10,9 @@
 # put on the wire, urnic's drop_* stay 0, and urnic's wire_icrc_check recomputes every ICRC in the capture.
 # Environment: URNIC_IX_OUT (default BUILD_DIR/interop), URNIC_IX_ONLY (regex on pair names),
 #   URNIC_IX_PERFTEST=0 (skip perftest pairs), URNIC_IX_TIMEOUT (seconds per run, default 120),
-#   URNIC_IX_BUDGET (seconds for the whole script, default 780), URNIC_IX_KEEP=1 (leave the guest up, reuse it),
-#   URNIC_IX_TRACE=1 (URNIC_TRACE=1 on urnic's side).
+#   URNIC_IX_BUDGET (seconds for the whole script, default 1500), URNIC_IX_KEEP=1 (leave the guest up, reuse it),
+#   URNIC_IX_TRACE=1 (URNIC_TRACE=1 on urnic's side), URNIC_IX_PCAP_KEEP_MB (a passing run's capture
+#   larger than this is deleted; default 32).
 set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -23,7 +24,7 @@ export URNIC_IX_NS=$NS
 HOST_IP=$NET.1
 GUEST_IP=$NET.2
 RUN_TIMEOUT=${URNIC_IX_TIMEOUT:-120}
-BUDGET=${URNIC_IX_BUDGET:-780}
+BUDGET=${URNIC_IX_BUDGET:-1500}
 T_START=$(date +%s)
 PORT=18600 # TCP port of the tools' out-of-band exchange; one per run, so no run waits on another's TIME_WAIT
 
@@ -35,7 +36,7 @@ nsx() { ip netns exec "$NS" "$@"; }
 
 # ---- setup ------------------------------------------------------------------------------------------
 
-[ $# -eq 1 ] || { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -eq 1 ] || { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 BUILD=$(cd "$1" 2>/dev/null && pwd) || die "no build directory $1"
 URNIC=$BUILD/bin/urnic
 [ -x "$URNIC" ] && [ -e "$BUILD/lib/libibverbs.so.1" ] || die "$BUILD has no bin/urnic or lib/libibverbs.so.1: build first"
@@ -78,7 +79,8 @@ say "guest up in ${T_BOOT}s"
 
 # rxe on 6.1 lists only RoCE v2 GIDs; take the index of the IPv4-mapped one rather than assuming 1. The GID
 # table fills in asynchronously after "rdma link add", so poll for it.
-RXE_GID=$(vm exec -t 60 "modprobe rdma_rxe && { rdma link show rxe0/1 >/dev/null 2>&1 ||
+LINK_MTU=${URNIC_IX_LINK_MTU:-9000}
+RXE_GID=$(vm exec -t 60 "ip link set eth0 mtu $LINK_MTU && modprobe rdma_rxe && { rdma link show rxe0/1 >/dev/null 2>&1 ||
 	rdma link add rxe0 type rxe netdev eth0; } || exit 1
 	want=0000:0000:0000:0000:0000:ffff:$(printf '%02x%02x:%02x%02x' ${GUEST_IP//./ })
 	for try in \$(seq 100); do
@@ -89,7 +91,18 @@ RXE_GID=$(vm exec -t 60 "modprobe rdma_rxe && { rdma link show rxe0/1 >/dev/null
 	done" | tail -n 1)
 [[ $RXE_GID =~ ^[0-9]+$ ]] || die "rxe0 in the guest has no GID ::ffff:$GUEST_IP"
 vm exec -t 30 'uname -r; ibv_devinfo -d rxe0 | grep -E "state|mtu"' >"$OUT/guest-rxe0.txt"
+grep -q 'active_mtu:.*4096' "$OUT/guest-rxe0.txt" || die "rxe0's active MTU is not 4096 on a $LINK_MTU-byte link: $(grep active_mtu "$OUT/guest-rxe0.txt")"
 say "guest rxe0 up, GID index $RXE_GID for ::ffff:$GUEST_IP ($(head -n 1 "$OUT/guest-rxe0.txt"))"
+
+# ix_verbs (tests/interop/ix_verbs.c) checks every RC operation byte for byte; the guest runs the
+# host's build of it, copied to the same path, over its own libibverbs and rxe.
+IXV=$BUILD/bin/ix_verbs
+[ -x "$IXV" ] || die "$IXV missing (a build with libibverbs-dev and no sanitizer makes it)"
+vm exec -t 60 "mkdir -p '$(dirname "$IXV")' && base64 -d >'$IXV' <<'__IXV__'
+$(base64 "$IXV")
+__IXV__
+chmod 755 '$IXV'; '$IXV' -x >/dev/null 2>&1; [ \$? = 2 ]" ||
+	die "ix_verbs does not run in the guest"
 
 PERFTEST=1
 if [ "${URNIC_IX_PERFTEST:-1}" = 0 ]; then
@@ -105,26 +118,86 @@ fi
 # ---- the pairs --------------------------------------------------------------------------------------
 # name | program and arguments both sides give | urnic's extra arguments | rxe's extra arguments
 # Iteration counts are small: under TCG rxe moves about 1-2 MB/s.
+# The pingpongs run with -c: each side checks every received buffer byte for byte. Their path MTU is 1024
+# (their default) unless -m says otherwise; perftest takes the port's active MTU (4096) unless -m says 1024.
+PP="-g 0|-d rxe0 -g $RXE_GID"
 PAIRS=(
-	"rc_pingpong-4k|ibv_rc_pingpong -s 4096 -n 100|-g 0|-d rxe0 -g $RXE_GID"
-	"rc_pingpong-4k-e|ibv_rc_pingpong -s 4096 -n 100 -e|-g 0|-d rxe0 -g $RXE_GID"
-	"rc_pingpong-1m|ibv_rc_pingpong -s 1048576 -n 5|-g 0|-d rxe0 -g $RXE_GID"
-	"rc_pingpong-1m-e|ibv_rc_pingpong -s 1048576 -n 5 -e|-g 0|-d rxe0 -g $RXE_GID"
+	"rc_pingpong-4k|ibv_rc_pingpong -s 4096 -n 100 -c|$PP"
+	"rc_pingpong-4k-e|ibv_rc_pingpong -s 4096 -n 100 -e -c|$PP"
+	"rc_pingpong-1m|ibv_rc_pingpong -s 1048576 -n 5 -c|$PP"
+	"rc_pingpong-1m-e|ibv_rc_pingpong -s 1048576 -n 5 -e -c|$PP"
+	"rc_pingpong-m4096|ibv_rc_pingpong -s 65536 -n 20 -m 4096 -c|$PP"
+	"uc_pingpong|ibv_uc_pingpong -s 4096 -n 100 -c|$PP"
+	"uc_pingpong-m4096|ibv_uc_pingpong -s 16384 -n 50 -m 4096 -c|$PP"
+	"ud_pingpong|ibv_ud_pingpong -s 2048 -n 100 -c|$PP"
+	"ud_pingpong-4k|ibv_ud_pingpong -s 4096 -n 100 -c|$PP"
+	"ix_verbs|$IXV|$PP"
+	"ix_verbs-m4096|$IXV -m 4096|$PP"
+	"srq_pingpong|ibv_srq_pingpong -s 4096 -n 20 -q 16 -c|$PP|late"
+	"srq_pingpong-e|ibv_srq_pingpong -s 4096 -n 20 -q 4 -e -c|$PP|late"
 )
+# A fifth field holds flags, comma-separated.
+# "late": ibv_srq_pingpong counts its -n exchanges over all its QPs and posts a SEND
+# whenever its own count is short, so each side may send up to q-1 messages more than its peer waits for.
+# The peer has destroyed those QPs by then and drops them, as hardware does: urnic counts drop_unknown_qp,
+# rxe does not count them in rcvd_pkts. Only for such pairs, and only those two figures, are forgiven.
 # perftest: -o 16 because each side sets its max_rd_atomic to the other's outstanding-reads figure, and rxe's
 # 128 exceeds urnic's max_qp_rd_atom (16): modify_qp(RTS) fails on urnic's side without it. -u 18 (1 s ACK
 # timeout instead of perftest's 67 ms): a TCG guest on a busy host stalls for hundreds of milliseconds, and
 # every needless go-back-N retry queues another window of duplicates in front of the slow receiver.
 PT="-F -u 18"
+# The fixed-size runs use path MTU 1024 (-m 1024); the -a runs (every size from 2 bytes to 8 MiB) take the
+# port's 4096.
+PX="-x 0|-d rxe0 -x $RXE_GID"
 PERF_PAIRS=(
-	"ib_write_bw|ib_write_bw -s 4096 -n 200 $PT|-x 0|-d rxe0 -x $RXE_GID"
-	"ib_read_bw|ib_read_bw -s 4096 -n 200 -o 16 $PT|-x 0|-d rxe0 -x $RXE_GID"
-	"ib_send_bw|ib_send_bw -s 4096 -n 200 $PT|-x 0|-d rxe0 -x $RXE_GID"
-	"ib_atomic_bw|ib_atomic_bw -n 200 -o 16 $PT|-x 0|-d rxe0 -x $RXE_GID"
-	"ib_write_lat|ib_write_lat -s 64 -n 200 $PT|-x 0|-d rxe0 -x $RXE_GID"
-	"ib_read_lat|ib_read_lat -s 64 -n 200 -o 16 $PT|-x 0|-d rxe0 -x $RXE_GID"
+	"ib_write_bw|ib_write_bw -s 4096 -n 200 -m 1024 $PT|$PX"
+	"ib_read_bw|ib_read_bw -s 4096 -n 200 -m 1024 -o 16 $PT|$PX"
+	"ib_send_bw|ib_send_bw -s 4096 -n 200 -m 1024 $PT|$PX"
+	"ib_atomic_bw|ib_atomic_bw -n 200 -m 1024 -o 16 $PT|$PX"
+	"ib_write_lat|ib_write_lat -s 64 -n 200 -m 1024 $PT|$PX"
+	"ib_read_lat|ib_read_lat -s 64 -n 200 -m 1024 -o 16 $PT|$PX"
+	"ib_send_lat|ib_send_lat -s 64 -n 200 -m 1024 $PT|$PX"
+	"ib_write_bw-a|ib_write_bw -a -n 5 $PT|$PX"
+	"ib_read_bw-a|ib_read_bw -a -n 5 -o 16 $PT|$PX"
+	"ib_send_bw-a|ib_send_bw -a -n 5 $PT|$PX"
+	"ib_write_lat-a|ib_write_lat -a -n 5 $PT|$PX"
+	"ib_read_lat-a|ib_read_lat -a -n 5 -o 16 $PT|$PX"
+	"ib_send_lat-a|ib_send_lat -a -n 5 $PT|$PX"
+)
+# "loss=P": nftables on the bridge drops P% of the RoCE packets in each direction, at random (the host
+# kernel has no netem): the bridge family's output hook takes urnic's packets after the capture saw them
+# and before they reach the guest's tap, and its input hook takes rxe's before the capture and urnic see
+# them. The counts then expect rxe to receive what urnic sent less what the rule dropped.
+# The ACK timeout stays at 1 s (-u 18, ix_verbs' default): with 67 ms, a requester that retries a
+# 64 KiB READ before the TCG guest has streamed it queues replay after replay in front of rxe's
+# responder, which never catches up (seen: IBV_WC_RETRY_EXC_ERR with no response in 0.5 s).
+LOSS_PAIRS=(
+	"ix_verbs-loss2|$IXV|$PP|loss=2"
+	"ib_write_bw-loss2|ib_write_bw -s 65536 -n 50 -m 1024 $PT|$PX|loss=2"
+	"ib_read_bw-loss2|ib_read_bw -s 65536 -n 50 -m 1024 -o 16 $PT|$PX|loss=2"
 )
 [ $PERFTEST = 1 ] && PAIRS+=("${PERF_PAIRS[@]}")
+if nsx nft list tables >/dev/null 2>&1; then
+	PAIRS+=("${LOSS_PAIRS[0]}")
+	[ $PERFTEST = 1 ] && PAIRS+=("${LOSS_PAIRS[@]:1}")
+else
+	LOSS_WHY="nft does not work in $NS (apt-get install nftables)"
+fi
+
+# loss_on PCT / loss_off: the bridge rule of a loss=PCT pair; loss_dropped: "OUT IN", the packets dropped.
+loss_on() {
+	nsx nft -f - <<-EOF
+		table bridge urnic_ix_loss {
+			chain to_guest { type filter hook output priority 0; udp dport 4791 numgen random mod 100 < $1 counter drop; }
+			chain from_guest { type filter hook input priority 0; udp dport 4791 numgen random mod 100 < $1 counter drop; }
+		}
+	EOF
+}
+loss_dropped() {
+	nsx nft list table bridge urnic_ix_loss | awk '/chain/ { c = $2 } /counter packets/ {
+		for (i = 1; i < NF; i++) if ($i == "packets") n[c] = $(i + 1) } END { print n["to_guest"] + 0, n["from_guest"] + 0 }'
+}
+loss_off() { nsx nft delete table bridge urnic_ix_loss 2>/dev/null; }
 
 # rxe0's counters as "name value" lines ("rdma statistic" prints "link rxe0/1 name value name value ..."),
 # and what the guest dropped below rxe: eth0's receive drops and the UDP layer's errors.
@@ -178,9 +251,12 @@ stop() {
 RESULTS=()
 FAILED=0
 
-# run_pair NAME TOOL URNIC_ARGS RXE_ARGS SERVER: one run, server on SERVER's side, client on the other.
+# run_pair NAME TOOL URNIC_ARGS RXE_ARGS SERVER [FLAGS]: one run, server on SERVER's side, client on the other.
 run_pair() {
-	local name=$1 tool=$2 uargs=$3 rargs=$4 server=$5 client dir limit base
+	local name=$1 tool=$2 uargs=$3 rargs=$4 server=$5 flags=,${6:-}, client dir limit base
+	local late="" loss=0 lost_out=0 lost_in=0
+	[[ $flags == *,late,* ]] && late=late
+	[[ $flags =~ ,loss=([0-9]+), ]] && loss=${BASH_REMATCH[1]}
 	local spid cpid src crc tpid t0 why="" urnic_log pcap before after
 	if [ "$server" = urnic ]; then client=rxe dir="urnic-srv/rxe-cli"; else client=urnic dir="rxe-srv/urnic-cli"; fi
 	base=$OUT/$name.$server-server
@@ -197,13 +273,17 @@ run_pair() {
 	t0=$(date +%s)
 
 	# Started as a plain command, not through a function, so that $! is tshark itself and SIGTERM reaches it.
-	ip netns exec "$NS" tshark -i ixbr0 -f 'udp port 4791' -F pcap -w "$pcap" -q >"$base.tshark.log" 2>&1 8>&- &
+	# -B: a 256 MiB kernel buffer, so that the capture keeps up with a burst of 4 KiB packets while qemu and
+	# urnic hold both CPUs; a capture that still dropped packets fails the run (its counts would not add up).
+	ip netns exec "$NS" tshark -i ixbr0 -B 256 -f 'udp port 4791' -F pcap -w "$pcap" -q >"$base.tshark.log" 2>&1 8>&- &
 	tpid=$!
 	BG_PIDS+=("$tpid")
 	for _ in $(seq 50); do grep -q 'Capturing on' "$base.tshark.log" && break; sleep 0.1; done
 	before=$base.rxe-before
 	after=$base.rxe-after
 	rxe_counters >"$before"
+	loss_off
+	[ "$loss" = 0 ] || loss_on "$loss" || why+=" cannot install the loss rule;"
 
 	local -A args=([urnic]="$tool $uargs -p $PORT" [rxe]="$tool $rargs -p $PORT")
 	local peer_ip
@@ -222,6 +302,10 @@ run_pair() {
 	wait "$spid"
 	src=$?
 	sleep 0.5 # let the last ACK reach the capture
+	if [ "$loss" != 0 ]; then
+		read -r lost_out lost_in < <(loss_dropped)
+		loss_off
+	fi
 	stop "$tpid"
 	rxe_counters >"$after"
 
@@ -238,18 +322,31 @@ run_pair() {
 	dump=$(grep -o 'urnic: [^ ]* (pid [0-9]*) counters:.*' "$urnic_log" | head -n 1)
 	urnic_cnt=${dump#*counters:}
 	drops=$(tr ' ' '\n' <<<"$urnic_cnt" | grep '^drop_' | tr '\n' ' ')
+	local forgiven=""
+	if [ "$late" = late ]; then
+		forgiven=$(tr ' ' '\n' <<<"$drops" | grep '^drop_unknown_qp=' | tr '\n' ' ')
+		drops=$(tr ' ' '\n' <<<"$drops" | grep -v -e '^drop_unknown_qp=' -e '^$' | tr '\n' ' ')
+		[ "$rcvd" -lt "$n_urnic" ] && forgiven+="rxe missed $((n_urnic - rcvd)) late packets "
+		[ "$rcvd" -le "$n_urnic" ] && rcvd=$n_urnic
+	fi
 
+	local cap_lost
+	cap_lost=$(sed -n 's/.*\b\([0-9][0-9]*\) packets\{0,1\} dropped from.*/\1/p' "$base.tshark.log" | head -n 1)
+	[ "${cap_lost:-0}" = 0 ] || why+=" the capture lost $cap_lost packets;"
 	[ "$src" = 0 ] || why+=" server exit $src;"
 	[ "$crc" = 0 ] || why+=" client exit $crc;"
 	[ -n "$dump" ] || why+=" no URNIC_STATS_DUMP line;"
 	[ -z "$drops" ] || why+=" urnic dropped: $drops;"
-	[ "$rcvd" = "$n_urnic" ] || why+=" rxe rcvd_pkts +$rcvd but urnic sent $n_urnic;"
+	[ "$rcvd" = $((n_urnic - lost_out)) ] ||
+		why+=" rxe rcvd_pkts +$rcvd but urnic sent $n_urnic${lost_out:+ and the link dropped $lost_out};"
 	local rxe_errs
 	rxe_errs=$(tr ' ' '\n' <<<"$rxe_delta" | grep -vE '^(sent_pkts|rcvd_pkts|rdma_sends|rdma_recvs|ack_deferred)=|^$' | tr '\n' ' ')
 	local figures="${n_urnic} urnic pkts, ${n_rxe} rxe pkts; rxe: ${rxe_errs:-no error counters}; urnic: ${drops:-no drops}"
 	local retr
 	retr=$(tr ' ' '\n' <<<"$urnic_cnt" | grep -E '^(retransmitted_packets|ack_timeouts|duplicate_requests|nak_)' | tr '\n' ' ')
 	[ -n "$retr" ] && figures+=" ($retr)"
+	[ -n "$forgiven" ] && figures+=" (late, forgiven: $forgiven)"
+	[ "$loss" = 0 ] || figures+="; link dropped $lost_out to rxe, $lost_in to urnic ($loss% each way)"
 	# Both stacks' ICRCs, recomputed from the capture by urnic's own checker when the build has it.
 	if [ -x "$BUILD/bin/wire_icrc_check" ]; then
 		if "$BUILD/bin/wire_icrc_check" -a "$HOST_IP" -a "$GUEST_IP" "$pcap" >"$base.icrc.log" 2>&1; then
@@ -258,17 +355,23 @@ run_pair() {
 			why+=" pcap ICRC check failed ($(grep -m1 FAIL "$base.icrc.log"));"
 		fi
 	fi
-	local verdict=PASS
+	local verdict=PASS mib
 	[ -z "$why" ] || { verdict=FAIL FAILED=1 figures="$why $figures"; }
+	# A passing run's big capture goes: the -a runs write 100-400 MiB each.
+	mib=$(($(stat -c %s "$pcap") >> 20))
+	if [ $verdict = PASS ] && [ $mib -gt "${URNIC_IX_PCAP_KEEP_MB:-32}" ]; then
+		rm -f "$pcap"
+		figures+="; capture of $mib MiB deleted"
+	fi
 	RESULTS+=("$name|$dir|$verdict|$(($(date +%s) - t0))s|$figures")
 	say "  $verdict $(($(date +%s) - t0))s: $figures"
 }
 
 for p in "${PAIRS[@]}"; do
-	IFS='|' read -r name tool uargs rargs <<<"$p"
+	IFS='|' read -r name tool uargs rargs flags <<<"$p"
 	[[ -z ${URNIC_IX_ONLY:-} || $name =~ $URNIC_IX_ONLY ]] || continue
-	run_pair "$name" "$tool" "$uargs" "$rargs" urnic
-	run_pair "$name" "$tool" "$uargs" "$rargs" rxe
+	run_pair "$name" "$tool" "$uargs" "$rargs" urnic "$flags"
+	run_pair "$name" "$tool" "$uargs" "$rargs" rxe "$flags"
 done
 
 # ---- afterwards: the guest's view of the whole session -------------------------------------------
@@ -284,6 +387,7 @@ for r in "${RESULTS[@]}"; do
 	printf '%-18s %-18s %-7s %-6s %s\n' "$a" "$b" "$c" "$d" "$e"
 done
 [ $PERFTEST = 1 ] || echo "perftest pairs SKIPPED: $PERFTEST_WHY"
+[ -z "${LOSS_WHY:-}" ] || echo "loss pairs SKIPPED: $LOSS_WHY"
 echo "rxe0 counters after all runs: $(awk '{ printf "%s=%s ", $1, $2 }' "$OUT/rxe-counters-final.txt")"
 grep -qi 'icrc' "$OUT/guest-dmesg.txt" && { echo "guest dmesg mentions ICRC:"; grep -i icrc "$OUT/guest-dmesg.txt"; FAILED=1; }
 echo "timings: image ${T_IMAGE}s, boot ${T_BOOT}s, total $(($(date +%s) - T_START))s"

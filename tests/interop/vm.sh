@@ -8,7 +8,7 @@
 #   vm.sh console [I] | status | down
 #
 # Network (exists only inside netns $NS, which has no route out): bridge ixbr0 holds $NET.1/24, guest I is
-# $NET.(2+I) on tap ixtapI with MAC 52:54:00:1c:00:(2+I). Disks are snapshot=on: the cached image stays clean.
+# $NET.(2+I) on tap ixtapI with MAC 52:54:00:1c:00:(2+I); the link MTU is 9000 (URNIC_IX_LINK_MTU). Disks are snapshot=on: the cached image stays clean.
 # KVM is not used by default: on the hosts this project runs on it hangs the stock kernel; URNIC_IX_ACCEL=kvm
 # forces it. Exit 77 when the machine cannot run the guests (no image, not root, no tun, no netns).
 set -euo pipefail
@@ -23,6 +23,8 @@ MEM=${URNIC_IX_MEM:-1024}
 ACCEL=${URNIC_IX_ACCEL:-tcg}
 BOOT_TIMEOUT=${URNIC_IX_BOOT_TIMEOUT:-300}
 CMD_PORT=7123
+# Jumbo frames, so that both stacks offer path MTU 4096 (rxe's and urnic's active MTU follow the link's).
+LINK_MTU=${URNIC_IX_LINK_MTU:-9000}
 
 guest_ip() { echo "$NET.$((2 + $1))"; }
 nsx() { ip netns exec "$NS" "$@"; }
@@ -49,8 +51,11 @@ net_up() {
 	for ((i = 0; i < n; i++)); do
 		nsx ip link show "ixtap$i" >/dev/null 2>&1 || nsx ip tuntap add "ixtap$i" mode tap ||
 			skip "cannot create tap ixtap$i"
-		nsx ip link set "ixtap$i" master ixbr0 up
+		# txqueuelen: the queue towards qemu holds a whole 8 MiB READ response burst (2048 packets of
+		# 4 KiB) that a responder sends at once; TCG drains it slowly, and the default 1000 drops.
+		nsx ip link set "ixtap$i" mtu "$LINK_MTU" txqueuelen 10000 master ixbr0 up
 	done
+	nsx ip link set ixbr0 mtu "$LINK_MTU" # a bridge takes its ports' smallest MTU; set it after they join
 }
 
 boot_guest() {

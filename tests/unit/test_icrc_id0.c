@@ -7,21 +7,11 @@
 #include <unistd.h>
 
 #include "wire/wire.h"
+#include "expect.h"
 
 #define MAX_PKT 4096
 #define IP_DF 0x4000
 
-static int failures;
-
-#define EXPECT(cond, ...)                                                                          \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			printf("FAIL %s:%d: ", __FILE__, __LINE__);                                \
-			printf(__VA_ARGS__);                                                       \
-			printf("\n");                                                              \
-			failures++;                                                                \
-		}                                                                                  \
-	} while (0)
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull; /* fixed seed: the test is deterministic */
 
@@ -214,7 +204,7 @@ static void measure(const struct urnic_ip4_flow *f)
 		for (int i = 0; i < 1000; i++) {
 			h = 0x1fff;
 			if (!urnic_icrc_check(f, pkt, MAX_PKT + 4, &h))
-				failures++;
+				test_failures++;
 		}
 		rounds += 1000;
 		t = now() - t0;
@@ -252,6 +242,6 @@ int main(void)
 	       "clear) inside and just outside the window hint-64..hint+1024, iovec splits, GSO segment IDs 1-64\n",
 	       sizeof(lens) / sizeof(lens[0]), ids);
 	measure(&f);
-	printf("%s\n", failures ? "FAIL" : "PASS");
-	return failures ? 1 : 0;
+	printf("%s\n", test_failures ? "FAIL" : "PASS");
+	return test_failures ? 1 : 0;
 }

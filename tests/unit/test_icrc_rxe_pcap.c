@@ -4,23 +4,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "expect.h"
 #include "pcap.h"
 #include "wire/wire.h"
 
 #define MAX_FRAME 65536
-#define MAX_PEERS 4
-
-static int failures;
-
-#define EXPECT(cond, ...)                                                                          \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			printf("FAIL %s:%d: ", __FILE__, __LINE__);                                \
-			printf(__VA_ARGS__);                                                       \
-			printf("\n");                                                              \
-			failures++;                                                                \
-		}                                                                                  \
-	} while (0)
 
 /* tshark -r rxe-rc-pingpong.pcap -T fields -e infiniband.bth.opcode -e infiniband.bth.destqp
  *        -e infiniband.bth.psn */
@@ -35,23 +23,6 @@ static const struct {
     {4, 0x15, 12361956}, {17, 0x13, 12361956}, {4, 0x13, 2608376}, {17, 0x15, 2608376},
 };
 #define N_PACKETS (sizeof(tshark_bth) / sizeof(tshark_bth[0]))
-
-/* What a receiver keeps per peer: the ID prediction urnic_icrc_check maintains. */
-struct peer {
-	uint32_t saddr;
-	uint16_t id_hint;
-};
-
-static uint16_t *hint_for(struct peer *peers, int *npeers, uint32_t saddr)
-{
-	for (int i = 0; i < *npeers; i++)
-		if (peers[i].saddr == saddr)
-			return &peers[i].id_hint;
-	if (*npeers == MAX_PEERS)
-		abort();
-	peers[*npeers] = (struct peer){.saddr = saddr, .id_hint = 0};
-	return &peers[(*npeers)++].id_hint;
-}
 
 static void check_bth(unsigned n, const uint8_t *bth, size_t len)
 {
@@ -87,7 +58,7 @@ static void check_flips(unsigned n, const struct urnic_ip4_flow *flow, uint8_t *
 	}
 }
 
-static void check_packet(unsigned n, const struct test_udp4 *u, struct peer *peers, int *npeers,
+static void check_packet(unsigned n, const struct test_udp4 *u, struct test_peers *peers,
 			 unsigned *flips, unsigned *weak_passes)
 {
 	struct urnic_ip4_flow flow = {
@@ -95,7 +66,7 @@ static void check_packet(unsigned n, const struct test_udp4 *u, struct peer *pee
 	size_t len = u->payload_len, body = len - URNIC_ICRC_LEN;
 	uint8_t *pkt = malloc(len), icrc[4];
 	struct iovec iov = {.iov_base = pkt, .iov_len = body};
-	uint16_t *hint = hint_for(peers, npeers, u->saddr), none = 0;
+	uint16_t *hint = test_peer_hint(peers, u->saddr), none = 0;
 
 	memcpy(pkt, u->payload, len);
 	check_bth(n, pkt, len);
@@ -122,8 +93,8 @@ int main(int argc, char **argv)
 {
 	static uint8_t frame[MAX_FRAME];
 	struct test_pcap cap;
-	struct peer peers[MAX_PEERS];
-	int npeers = 0, r;
+	struct test_peers peers = {0};
+	int r;
 	unsigned n = 0, flips = 0, weak_passes = 0;
 	size_t len;
 
@@ -145,7 +116,7 @@ int main(int argc, char **argv)
 		EXPECT(u.payload_len >= URNIC_BTH_LEN + URNIC_ICRC_LEN, "packet %u too short",
 		       n + 1);
 		if (u.payload_len >= URNIC_BTH_LEN + URNIC_ICRC_LEN)
-			check_packet(n, &u, peers, &npeers, &flips, &weak_passes);
+			check_packet(n, &u, &peers, &flips, &weak_passes);
 		n++;
 	}
 	EXPECT(r >= 0, "pcap read error");
@@ -155,10 +126,10 @@ int main(int argc, char **argv)
 	printf(
 	    "checked %u rxe packets from %d peers: ICRC reproduced from the real IP ID, accepted "
 	    "without it (ID recovered near the hint), BTH matches tshark\n",
-	    n, npeers);
+	    n, peers.n);
 	printf("tried %u single-bit flips: all must be rejected with the peer's ID predicted; with "
 	       "no prediction (16-bit check) %u were accepted\n",
 	       flips, weak_passes);
-	printf("%s\n", failures ? "FAIL" : "PASS");
-	return failures ? 1 : 0;
+	printf("%s\n", test_failures ? "FAIL" : "PASS");
+	return test_failures ? 1 : 0;
 }

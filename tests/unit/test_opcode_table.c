@@ -4,18 +4,8 @@
 #include <unistd.h>
 
 #include "wire/wire.h"
+#include "expect.h"
 
-static int failures;
-
-#define EXPECT(cond, ...)                                                                          \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			printf("FAIL %s:%d: ", __FILE__, __LINE__);                                \
-			printf(__VA_ARGS__);                                                       \
-			printf("\n");                                                              \
-			failures++;                                                                \
-		}                                                                                  \
-	} while (0)
 
 /* The opcodes urnic implements: RC 0x00-0x14, 0x16, 0x17; UC 0x20-0x2b; UD 0x64, 0x65. */
 static bool expected_known(unsigned op)
@@ -147,6 +137,6 @@ int main(void)
 	    "checked %u known opcodes (headers add up in spec order, transport matches bits 7:5) "
 	    "and %u unknown ones (all zero)\n",
 	    known, 256 - known);
-	printf("%s\n", failures ? "FAIL" : "PASS");
-	return failures ? 1 : 0;
+	printf("%s\n", test_failures ? "FAIL" : "PASS");
+	return test_failures ? 1 : 0;
 }
