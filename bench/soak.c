@@ -36,22 +36,6 @@ static struct {
 
 enum { K_WRITE, K_READ, K_FADD, K_SEND };
 
-static long rss_kib(pid_t pid)
-{
-	char path[64], line[256];
-	long kib = -1;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	FILE *f = fopen(path, "r");
-
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return kib;
-}
-
 static void post_recv_slot(struct rc *rc, int q)
 {
 	rc_post_recv(rc, q, (uint64_t)q, RECV_OFF + (size_t)q * SLOT, SLOT);
@@ -160,7 +144,7 @@ struct rss_track {
 static void sample(struct rc *rc, struct rss_track *t, double elapsed_s, uint64_t ops,
 		   double mb)
 {
-	long now[2] = {rss_kib(getpid()), rss_kib(rc->child)};
+	long now[2] = {rc_rss_kib(getpid()), rc_rss_kib(rc->child)};
 
 	for (int i = 0; i < 2; i++) {
 		t->last[i] = now[i];

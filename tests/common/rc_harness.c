@@ -926,3 +926,19 @@ void rc_read_counters(struct rc *rc, uint64_t *out)
 		 "%s is not a stats file of this build", path);
 	memcpy(out, s.c, sizeof(s.c));
 }
+
+long rc_rss_kib(pid_t pid)
+{
+	char path[64], line[256];
+	long kib = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kib;
+}

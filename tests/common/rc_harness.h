@@ -172,4 +172,7 @@ void rc_read_counters(struct rc *rc, uint64_t *out);
 double rc_now_ms(void);
 void rc_sleep_ms(unsigned ms);
 
+/* The resident memory of a process in KiB (VmRSS), or -1. */
+long rc_rss_kib(pid_t pid);
+
 #endif
