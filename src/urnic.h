@@ -249,6 +249,11 @@ struct urnic_rtx {
 	uint64_t quiet_since_ns; /* last progress, or the send into an idle QP; 0: not timed */
 	uint64_t silence_ns;	 /* the longest such silence, decayed */
 	uint64_t silence_at_ns;	 /* when silence_ns was last decayed */
+	/* congestion window in packets, under qp->window; 0: not reduced (the whole window) */
+	uint32_t cwnd, ssthresh;
+	uint32_t cwnd_acked; /* packets acknowledged towards the next step of cwnd */
+	uint32_t cwnd_prior, ssthresh_prior; /* before the cut: back if it proves spurious */
+	bool window_cut; /* cut since the last progress: ssthresh is already set */
 };
 
 struct urnic_qp {
@@ -280,6 +285,7 @@ struct urnic_qp {
 	/* requester */
 	uint32_t snd_nxt;   /* PSN of the next new packet */
 	uint32_t snd_una;   /* oldest PSN not yet acknowledged */
+	uint32_t snd_max;   /* one past the highest PSN ever sent (snd_nxt, but for go-backs) */
 	uint32_t last_ackreq;
 	int rd_outstanding; /* READ/atomic requests in flight */
 	bool read_gap_asked; /* a READ response gap was already answered with a new request */

@@ -52,6 +52,9 @@
  * progress with no retransmission; that silence is halved every URNIC_SILENCE_HALF_NS. */
 #define URNIC_RTO_SILENCE_MULT 2
 #define URNIC_SILENCE_HALF_NS 1000000000ull
+/* What a timer expiry cuts a QP's congestion window to, in packets (engine/retransmit.c): 1024
+ * QPs at this window hold 8 MiB in flight at a 4 KiB MTU, the size of a receive buffer. */
+#define URNIC_CWND_MIN 2
 /* A request more than this many PSNs ahead of the expected one is dropped without a NAK: a gap
  * that wide means a million packets lost in a row, so the packet is forged or corrupt, and a NAK
  * would make the real requester go back for nothing. */

@@ -16,6 +16,8 @@
 	X(retransmits, "retransmitted_packets")                                                    \
 	X(timeouts, "ack_timeouts")                                                                \
 	X(rto_expiries, "retransmit_timer_expiries")                                               \
+	X(cwnd_cuts, "congestion_window_cuts")                                                     \
+	X(spurious_gobacks, "spurious_go_backs")                                                   \
 	X(acks_sent, "acks_sent")                                                                  \
 	X(acks_rcvd, "acks_received")                                                              \
 	X(nak_seq_sent, "nak_psn_seq_err_sent")                                                    \
@@ -66,7 +68,7 @@ extern const char *const urnic_counter_names[URNIC_C_COUNT];
  * The library writes it with relaxed atomic adds; readers copy it and may see a counter a few
  * events behind. Version bumps whenever this layout changes. */
 #define URNIC_STATS_MAGIC 0x75726e6963737461ull /* "urnicsta" */
-#define URNIC_STATS_VERSION 5
+#define URNIC_STATS_VERSION 6
 #define URNIC_STATS_QP_SLOTS 1024
 
 struct urnic_stats_qp {

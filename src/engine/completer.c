@@ -71,8 +71,10 @@ static void fail_oldest(struct urnic_qp *qp, enum ibv_wc_status st)
 static void progress(struct urnic_qp *qp, uint32_t una)
 {
 	if (psn_diff(una, qp->snd_una) > 0 && psn_diff(una, qp->snd_nxt) <= 0) {
+		uint32_t acked = (uint32_t)psn_diff(una, qp->snd_una);
+
 		qp->snd_una = una;
-		urnic_rtx_acked(qp, una);
+		urnic_rtx_acked(qp, una, acked);
 		qp->retry_left = qp->attr.retry_cnt;
 		qp->rnr_left = qp->attr.rnr_retry;
 	}
@@ -90,9 +92,17 @@ static struct urnic_swqe *oldest_outstanding(struct urnic_qp *qp)
 
 /* Every request PSN up to and including psn is acknowledged. A READ or atomic is only done by
  * its responses: acknowledgement stops at its first missing response, and one that the ACK
- * covers entirely was lost (implicit NAK), so it goes again and this returns false. */
+ * covers entirely was lost (implicit NAK), so it goes again and this returns false.
+ * After a go-back the requester may not yet have sent again what an ACK of the first sending
+ * covers: it skips ahead over what the responder has (never past what was ever sent) and
+ * counts only up to where it stands; a READ or atomic in the way is asked again. */
 static bool ack_through(struct urnic_qp *qp, uint32_t psn)
 {
+	if (psn_diff(psn, qp->snd_nxt) >= 0 && psn_diff(psn, qp->snd_max) < 0 &&
+	    urnic_rtx_spurious(qp))
+		urnic_req_skip_to(qp, qp->snd_max); /* the first sending is still on its way */
+	if (psn_diff(psn, qp->snd_nxt) >= 0)
+		psn = psn_add(qp->snd_nxt, URNIC_PSN_MASK);
 	for (struct urnic_swqe *w; (w = oldest_outstanding(qp));) {
 		uint32_t last = psn_add(w->first_psn, w->npkts - 1);
 
@@ -334,6 +344,7 @@ void urnic_comp_timers(struct urnic_qp *qp, uint64_t now, struct urnic_txbatch *
 			return;
 		qp->read_gap_asked = false;
 		urnic_qp_count(qp, URNIC_C_timeouts, 1);
+		urnic_rtx_congested(qp);
 		retry(qp, qp->snd_una);
 		if (qp->ibv.state == IBV_QPS_RTS)
 			urnic_req_run(qp, b);

@@ -33,6 +33,9 @@ static inline uint8_t *urnic_tx_ext(struct urnic_txpkt *p, unsigned off)
 void urnic_req_run(struct urnic_qp *qp, struct urnic_txbatch *b);
 /* Go back to psn (NAK, timeout, implicit NAK) and send again from there. */
 void urnic_req_retransmit_from(struct urnic_qp *qp, uint32_t psn);
+/* After a go-back, the responder proved to hold every PSN before psn: move on to psn without
+ * sending again the SENDs and WRITEs it has (a READ or atomic waits for its responses). */
+void urnic_req_skip_to(struct urnic_qp *qp, uint32_t psn);
 
 /* completer.c: ACKs and responses for this QP's requests; retry and RNR timers. */
 void urnic_comp_rx(struct urnic_qp *qp, const struct urnic_rxpkt *pkt, struct urnic_txbatch *b);
@@ -45,8 +48,14 @@ void urnic_rtx_reset(struct urnic_qp *qp);
 void urnic_rtx_arm(struct urnic_qp *qp);
 /* A request asking for an ACK left with this PSN: a round-trip sample may start. */
 void urnic_rtx_sent(struct urnic_qp *qp, uint32_t psn);
-/* The acknowledged PSN moved forward to una. */
-void urnic_rtx_acked(struct urnic_qp *qp, uint32_t una);
+/* The acknowledged PSN moved forward to una, by acked packets. */
+void urnic_rtx_acked(struct urnic_qp *qp, uint32_t una, uint32_t acked);
+/* How many packets the requester may have unacknowledged now: the congestion window. */
+uint32_t urnic_rtx_window(const struct urnic_qp *qp);
+/* A timer ran out with packets outstanding: the congestion window closes. */
+void urnic_rtx_congested(struct urnic_qp *qp);
+/* An ACK covers packets first sent before the go-back: nothing was lost, the cut is undone. */
+bool urnic_rtx_spurious(struct urnic_qp *qp);
 
 /* The requester is about to go back to psn (before snd_nxt is rewound): no sample across it. */
 void urnic_rtx_retransmitting(struct urnic_qp *qp, uint32_t psn);

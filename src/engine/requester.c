@@ -49,6 +49,8 @@ static void note_psns(struct urnic_qp *qp, uint32_t psn, uint32_t n)
 
 	if (psn_diff(end, qp->snd_nxt) > 0)
 		qp->snd_nxt = end;
+	if (psn_diff(end, qp->snd_max) > 0)
+		qp->snd_max = end;
 	if (qp->ibv.qp_type != IBV_QPT_RC) /* nothing is ever outstanding */
 		qp->snd_una = qp->snd_nxt;
 }
@@ -74,6 +76,15 @@ static int add_payload(struct urnic_qp *qp, struct urnic_swqe *w, struct urnic_t
 	return 0;
 }
 
+/* AckReq at least every URNIC_ACKREQ_EVERY packets, and twice per congestion window, so a
+ * window cut to a few packets inside a long message still brings the ACKs that open it. */
+static uint32_t ackreq_every(const struct urnic_qp *qp)
+{
+	uint32_t half = urnic_rtx_window(qp) / 2;
+
+	return half == 0 ? 1 : half < URNIC_ACKREQ_EVERY ? half : URNIC_ACKREQ_EVERY;
+}
+
 static enum req_step send_data_packet(struct urnic_qp *qp, struct urnic_swqe *w,
 				      struct urnic_txbatch *b)
 {
@@ -84,7 +95,7 @@ static enum req_step send_data_packet(struct urnic_qp *qp, struct urnic_swqe *w,
 	const struct urnic_opcode_info *op = urnic_op(opcode);
 	bool last = op->mask & URNIC_M_LAST;
 	bool uc = qp->ibv.qp_type == IBV_QPT_UC;
-	bool ackreq = !uc && (last || psn_diff(psn, qp->last_ackreq) >= URNIC_ACKREQ_EVERY);
+	bool ackreq = !uc && (last || psn_diff(psn, qp->last_ackreq) >= (int32_t)ackreq_every(qp));
 	struct urnic_txpkt *p = urnic_tx_begin(b, qp, opcode, psn, ackreq,
 					       last && (w->send_flags & IBV_SEND_SOLICITED));
 
@@ -118,7 +129,7 @@ static enum req_step send_read_request(struct urnic_qp *qp, struct urnic_swqe *w
 	uint32_t slice_end = (w->sent / qp->window + 1) * qp->window;
 	uint32_t chunk = (slice_end < w->npkts ? slice_end : w->npkts) - w->sent;
 
-	if (inflight(qp) > 0 && inflight(qp) + chunk > qp->window)
+	if (inflight(qp) > 0 && inflight(qp) + chunk > urnic_rtx_window(qp))
 		return REQ_BLOCKED;
 	uint64_t off = (uint64_t)w->sent * qp->mtu;
 	uint64_t left = w->length - off;
@@ -199,7 +210,7 @@ static enum req_step step(struct urnic_qp *qp, struct urnic_swqe *w, struct urni
 	}
 	if (qp->ibv.qp_type == IBV_QPT_UD)
 		return send_datagram(qp, w, b);
-	if (inflight(qp) >= qp->window)
+	if (inflight(qp) >= urnic_rtx_window(qp))
 		return REQ_BLOCKED;
 	if (wqe_is_rd_atomic(w) && qp->rd_outstanding >= max_rd_atomic(qp))
 		return REQ_BLOCKED;
@@ -246,6 +257,25 @@ void urnic_req_run(struct urnic_qp *qp, struct urnic_txbatch *b)
 		urnic_comp_arm_timer(qp);
 	else if (sent_any && !qp->rtx.deadline)
 		urnic_rtx_arm(qp);
+}
+
+void urnic_req_skip_to(struct urnic_qp *qp, uint32_t psn)
+{
+	while (psn_diff(psn, qp->snd_nxt) > 0 && qp->sq_next != qp->sq_prod) {
+		struct urnic_swqe *w = sq_at(qp, qp->sq_next);
+		uint32_t left = w->npkts - w->sent, n = (uint32_t)psn_diff(psn, qp->snd_nxt);
+
+		if (wqe_is_rd_atomic(w) || qp->ibv.qp_type != IBV_QPT_RC)
+			return; /* only its responses complete it */
+		if (w->sent == 0)
+			w->first_psn = qp->snd_nxt;
+		w->sent += n < left ? n : left;
+		qp->snd_nxt = psn_add(qp->snd_nxt, n < left ? n : left);
+		if (w->sent == w->npkts) {
+			w->state = URNIC_WQE_SENT;
+			qp->sq_next++;
+		}
+	}
 }
 
 void urnic_req_retransmit_from(struct urnic_qp *qp, uint32_t psn)

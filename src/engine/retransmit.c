@@ -24,6 +24,26 @@
  * for an ACK (the first NAK may have been lost), so packets already in flight when the requester
  * went back can bring NAKs for the PSN it went back to. One that arrives within a round trip of
  * that go-back is stale and ignored; a later one means the retransmission was lost too.
+ *
+ * Congestion: many QPs towards one receiver can send more than its socket buffer holds (1024
+ * QPs with two 64 KiB WRITEs each put 128 MiB in flight; the kernel drops what does not fit).
+ * Going back to the whole window then keeps the buffer overflowing, until the IB timer spends
+ * retry_cnt. So a timer expiry, the sign that the path held less than was sent, also cuts the
+ * QP's congestion window to URNIC_CWND_MIN packets and sets the threshold to half of what it was
+ * (once per silence); each acknowledged packet then opens it by one up to the threshold (slow
+ * start) and by one per window above it, until it is the whole window again. A sequence NAK,
+ * the sign of a packet lost while the rest flowed (random loss), leaves the window alone. While
+ * the window is small the requester asks for an ACK twice per window (requester.c), so a cut
+ * inside a long message still brings the ACKs that open it.
+ *
+ * Spurious go-backs: a timer that ran out on a delay, not a loss (a receiver descheduled, a deep
+ * queue of other QPs' packets ahead), shows itself when an ACK arrives for a PSN the requester
+ * has not sent again since it went back: only the first sending can have brought it, and the
+ * responder holds everything before it. The requester then skips ahead to the highest PSN it
+ * ever sent (the rest of the first sending is still on its way; a loss in it brings a NAK or
+ * the timer), the cut is undone, and the silence is timed like any other, so the next timeout
+ * waits at least twice as long (the response of RFC 4015's Eifel algorithm, detected without
+ * timestamps).
  */
 #include "engine/engine.h"
 
@@ -121,11 +141,75 @@ static void take_sample(struct urnic_rtx *r, uint64_t rtt)
 	r->srtt_ns = (7 * r->srtt_ns + rtt) / 8;
 }
 
-void urnic_rtx_acked(struct urnic_qp *qp, uint32_t una)
+uint32_t urnic_rtx_window(const struct urnic_qp *qp)
+{
+	uint32_t c = qp->rtx.cwnd;
+
+	return c && c < qp->window ? c : qp->window;
+}
+
+/* Slow start up to the threshold, then one packet per window acknowledged. */
+static void open_cwnd(struct urnic_qp *qp, uint32_t acked)
+{
+	struct urnic_rtx *r = &qp->rtx;
+
+	r->window_cut = false;
+	if (!r->cwnd)
+		return;
+	if (r->cwnd < r->ssthresh) {
+		r->cwnd += acked;
+	} else {
+		r->cwnd_acked += acked;
+		while (r->cwnd_acked >= r->cwnd) {
+			r->cwnd_acked -= r->cwnd;
+			r->cwnd++;
+		}
+	}
+	if (r->cwnd >= qp->window)
+		r->cwnd = r->cwnd_acked = 0;
+}
+
+void urnic_rtx_congested(struct urnic_qp *qp)
+{
+	struct urnic_rtx *r = &qp->rtx;
+	uint32_t floor = URNIC_CWND_MIN < qp->window ? URNIC_CWND_MIN : qp->window;
+
+	if (!r->window_cut) { /* once per silence: the threshold halves */
+		uint32_t half = urnic_rtx_window(qp) / 2;
+
+		r->cwnd_prior = r->cwnd;
+		r->ssthresh_prior = r->ssthresh;
+		r->ssthresh = half > floor ? half : floor;
+		r->window_cut = true;
+		urnic_qp_count(qp, URNIC_C_cwnd_cuts, 1);
+	}
+	r->cwnd = floor;
+	r->cwnd_acked = 0;
+}
+
+bool urnic_rtx_spurious(struct urnic_qp *qp)
+{
+	struct urnic_rtx *r = &qp->rtx;
+
+	if (!r->recovering)
+		return false;
+	urnic_qp_count(qp, URNIC_C_spurious_gobacks, 1);
+	if (r->window_cut) {
+		r->cwnd = r->cwnd_prior;
+		r->ssthresh = r->ssthresh_prior;
+		r->cwnd_acked = 0;
+		r->window_cut = false;
+	}
+	r->recovering = false; /* the silence that ended here was a delay: it is timed */
+	return true;
+}
+
+void urnic_rtx_acked(struct urnic_qp *qp, uint32_t una, uint32_t acked)
 {
 	struct urnic_rtx *r = &qp->rtx;
 
 	r->backoff = 0;
+	open_cwnd(qp, acked);
 	time_silence(r, urnic_now_ns());
 	if (una == qp->snd_nxt)
 		r->quiet_since_ns = 0; /* idle: the time until the next send is no silence */
@@ -165,5 +249,6 @@ bool urnic_rtx_expired(struct urnic_qp *qp, uint64_t now)
 	if (!awaiting_ack(qp))
 		return false;
 	qp->rtx.backoff++;
+	urnic_rtx_congested(qp);
 	return true;
 }

@@ -241,7 +241,7 @@ static int enter_rtr(struct urnic_qp *qp)
 
 static void enter_rts(struct urnic_qp *qp)
 {
-	qp->snd_nxt = qp->snd_una = qp->attr.sq_psn;
+	qp->snd_nxt = qp->snd_una = qp->snd_max = qp->attr.sq_psn;
 	qp->last_ackreq = qp->attr.sq_psn;
 	qp->retry_left = qp->attr.retry_cnt;
 	qp->rnr_left = qp->attr.rnr_retry;
