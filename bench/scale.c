@@ -175,7 +175,7 @@ static int poll_some(struct rc *rc, struct ibv_wc *wc)
 
 struct bw {
 	double gbps, mpps;
-	uint64_t retransmits, rto_expiries;
+	uint64_t retransmits, rto_expiries, held;
 };
 
 static struct bw bandwidth(struct rc *rc)
@@ -209,6 +209,7 @@ static struct bw bandwidth(struct rc *rc)
 	    .mpps = (double)done / s / 1e6,
 	    .retransmits = c1[URNIC_C_retransmits] - c0[URNIC_C_retransmits],
 	    .rto_expiries = c1[URNIC_C_rto_expiries] - c0[URNIC_C_rto_expiries],
+	    .held = c1[URNIC_C_tx_held] - c0[URNIC_C_tx_held],
 	};
 }
 
@@ -299,17 +300,17 @@ static int client(struct rc *rc)
 	       "server %.1f KiB\n",
 	       cfg.nqp, setup_s, cfg.nqp / setup_s, kib_c, kib_s);
 	printf("  WRITE %zu B x %u in flight per QP: %.3f GB/s, %.4f Mpps (%" PRIu64
-	       " retransmitted packets, %" PRIu64 " timer expiries)\n",
-	       cfg.size, cfg.depth, bw.gbps, bw.mpps, bw.retransmits, bw.rto_expiries);
+	       " retransmitted packets, %" PRIu64 " timer expiries, %" PRIu64 " held back)\n",
+	       cfg.size, cfg.depth, bw.gbps, bw.mpps, bw.retransmits, bw.rto_expiries, bw.held);
 	printf("  %d B WRITE round trip, %d samples: p50 %.2f us, p99 %.2f us, max %.1f us\n",
 	       LAT_BYTES, lat.n, lat.p50, lat.p99, lat.max);
 	printf("scale-fields\tqps\tsize\tdepth\tsetup_s\tqps_per_s\trss_kib_per_qp_client\t"
 	       "rss_kib_per_qp_server\tbw_gbps\tmpps\tretransmits\trto_expiries\tlat_p50_us\t"
-	       "lat_p99_us\tlat_samples\n");
+	       "lat_p99_us\tlat_samples\theld_back\n");
 	printf("scale\t%d\t%zu\t%u\t%.4f\t%.1f\t%.2f\t%.2f\t%.4f\t%.4f\t%" PRIu64 "\t%" PRIu64
-	       "\t%.2f\t%.2f\t%d\n",
+	       "\t%.2f\t%.2f\t%d\t%" PRIu64 "\n",
 	       cfg.nqp, cfg.size, cfg.depth, setup_s, cfg.nqp / setup_s, kib_c, kib_s, bw.gbps,
-	       bw.mpps, bw.retransmits, bw.rto_expiries, lat.p50, lat.p99, lat.n);
+	       bw.mpps, bw.retransmits, bw.rto_expiries, lat.p50, lat.p99, lat.n, bw.held);
 	return RC_PASS;
 }
 

@@ -36,10 +36,10 @@ for rep in $(seq "$REPS"); do
 done
 
 # raw.tsv: path, "scale", qps, size, depth, setup_s, qps_per_s, rss client, rss server, GB/s,
-# Mpps, retransmits, rto_expiries, p50 us, p99 us, samples
+# Mpps, retransmits, rto_expiries, p50 us, p99 us, samples, requests held back by a full ring
 echo "# $(date -u +%FT%TZ) $(nproc) cores; $REPS runs of ${SECS} s per point, medians; raw: $RAW"
-printf '%-5s %5s %10s %14s %14s %8s %12s %9s %9s %7s\n' path qps setup/s rss_cli_KiB \
-	rss_srv_KiB GB/s retransmits p50_us p99_us failed
+printf '%-5s %5s %10s %14s %14s %8s %12s %9s %9s %9s %7s\n' path qps setup/s rss_cli_KiB \
+	rss_srv_KiB GB/s retransmits held p50_us p99_us failed
 for path in $PATHS; do
 	for n in $QPS; do
 		awk -F'\t' -v p="$path" -v n="$n" '
@@ -53,13 +53,13 @@ for path in $PATHS; do
 			$1 == p && $2 == "failed" && $3 == n { failed++ }
 			$1 == p && $2 == "scale" && $3 == n {
 				k++; setup[k] = $7; rc[k] = $8; rs[k] = $9; bw[k] = $10; rt[k] = $12
-				p50[k] = $14; p99[k] = $15
+				p50[k] = $14; p99[k] = $15; held[k] = $17
 			}
 			END {
-				if (!k) { printf "%-5s %5s %10s %14s %14s %8s %12s %9s %9s %7d\n", p, n, "-", "-", "-", "-", "-", "-", "-", failed; exit }
-				printf "%-5s %5d %10.0f %14.1f %14.1f %8.2f %12.0f %9.1f %9.1f %7d\n", p, n,
+				if (!k) { printf "%-5s %5s %10s %14s %14s %8s %12s %9s %9s %9s %7d\n", p, n, "-", "-", "-", "-", "-", "-", "-", "-", failed; exit }
+				printf "%-5s %5d %10.0f %14.1f %14.1f %8.2f %12.0f %9.0f %9.1f %9.1f %7d\n", p, n,
 					median(setup, k), median(rc, k), median(rs, k), median(bw, k),
-					median(rt, k), median(p50, k), median(p99, k), failed
+					median(rt, k), median(held, k), median(p50, k), median(p99, k), failed
 			}' "$RAW"
 	done
 done

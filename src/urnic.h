@@ -67,6 +67,9 @@ struct urnic_dev {
 	_Atomic uint64_t app_polled_ns;  /* the same, but never cleared: see watch_rings */
 	/* progress_lock holder only */
 	bool tx_pending;          /* some QP has READ responses to send */
+	int scan_from; /* where the next scan of qps starts: each QP goes first in turn */
+	/* when QPs with packets held back try again (all at once) */
+	_Atomic uint64_t held_retry_ns;
 	struct urnic_qp *ack_list; /* QPs owing an ACK after this receive batch */
 
 	/* stats */
@@ -292,6 +295,9 @@ struct urnic_qp {
 	int retry_left, rnr_left;
 	uint64_t ack_deadline; /* ns; 0 when no timer runs */
 	uint64_t rnr_deadline; /* ns; 0 unless waiting out an RNR NAK */
+	uint64_t held_until;   /* ns; 0 unless a packet was held back (urnic_req_held) */
+	bool tx_held;	       /* the last flush held some of this QP's requests back */
+	bool resp_held;	       /* ... or some of its READ responses */
 	struct urnic_rtx rtx;  /* the fast retransmission timer (retransmit.c) */
 
 	/* responder */

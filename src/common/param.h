@@ -44,7 +44,14 @@
 #define URNIC_SHM_WINDOW 24
 #define URNIC_RX_SLOT_LEN 65536 /* a receive buffer: one datagram, coalesced or not */
 #define URNIC_RX_BATCH (URNIC_RX_SLOTS * URNIC_GSO_MAX_SEGS) /* packets one receive delivers */
-#define URNIC_RESP_BURST 64   /* READ response packets sent per QP per engine turn */
+/* A request packet the local path held back (a full ring or socket buffer) is tried again
+ * after this long if no ACK comes first: a 4 MiB ring drains in about half a millisecond. */
+#define URNIC_TX_HELD_RETRY_NS 50000ull
+/* READ response bytes sent per QP per engine turn (64 packets on the wire at a 4 KiB MTU, 4
+ * through a ring): QPs answering READs at once take turns, so each sees its responses begin
+ * within one round of all of them, not after every earlier QP's whole READ (which, 16 MiB deep
+ * through a 4 MiB ring, outlasts the requester's retransmission timer). */
+#define URNIC_RESP_BURST_BYTES (256u << 10)
 #define URNIC_TX_SOCKETS 8    /* source ports (ECMP entropy), chosen per QP */
 #define URNIC_SOCK_BUF (8 << 20)
 #define URNIC_RTO_MIN_NS 2000000ull /* fast retransmission timeout floor: scheduling noise */

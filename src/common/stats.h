@@ -33,6 +33,7 @@
 	X(rnr_nak_rcvd, "rnr_nak_received")                                                        \
 	X(dup_requests, "duplicate_requests")                                                      \
 	X(out_of_seq, "out_of_sequence_requests")                                                  \
+	X(read_gaps, "read_response_gaps")                                                         \
 	X(uc_dropped_msgs, "uc_messages_dropped")                                                  \
 	X(drop_short, "drop_truncated")                                                            \
 	X(drop_icrc, "drop_bad_icrc")                                                              \
@@ -52,6 +53,7 @@
 	X(shm_tx_packets, "shm_tx_packets")                                                        \
 	X(shm_rx_packets, "shm_rx_packets")                                                        \
 	X(shm_ring_full, "shm_ring_full")                                                          \
+	X(tx_held, "tx_held_back")                                                                 \
 	X(shm_doorbells, "shm_doorbells")                                                          \
 	X(shm_ring_broken, "shm_ring_broken")
 
@@ -68,7 +70,7 @@ extern const char *const urnic_counter_names[URNIC_C_COUNT];
  * The library writes it with relaxed atomic adds; readers copy it and may see a counter a few
  * events behind. Version bumps whenever this layout changes. */
 #define URNIC_STATS_MAGIC 0x75726e6963737461ull /* "urnicsta" */
-#define URNIC_STATS_VERSION 6
+#define URNIC_STATS_VERSION 7
 #define URNIC_STATS_QP_SLOTS 1024
 
 struct urnic_stats_qp {

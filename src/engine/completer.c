@@ -252,6 +252,7 @@ static void on_read_response(struct urnic_qp *qp, const struct urnic_rxpkt *pkt,
 	if (d < 0) /* duplicate */
 		return;
 	if (d > 0) { /* a response packet went missing: ask again from there, once */
+		urnic_qp_count(qp, URNIC_C_read_gaps, 1);
 		if (!qp->read_gap_asked && psn_diff(psn, psn_add(w->first_psn, w->sent)) < 0) {
 			qp->read_gap_asked = true;
 			retry(qp, expected);
@@ -332,12 +333,19 @@ void urnic_comp_rx(struct urnic_qp *qp, const struct urnic_rxpkt *pkt, struct ur
 
 void urnic_comp_timers(struct urnic_qp *qp, uint64_t now, struct urnic_txbatch *b)
 {
+	/* packets held back: is there room now? (READ responses try again in this same scan) */
+	bool held_due = qp->held_until && now >= qp->held_until;
+
+	if (held_due)
+		qp->held_until = 0;
 	if (qp->ibv.state != IBV_QPS_RTS)
 		return;
 	if (qp->rnr_deadline && now >= qp->rnr_deadline) {
 		qp->rnr_deadline = 0;
 		urnic_req_run(qp, b);
 	}
+	if (held_due)
+		urnic_req_run(qp, b);
 	if (qp->ack_deadline && now >= qp->ack_deadline) {
 		qp->ack_deadline = 0;
 		if (qp->snd_una == qp->snd_nxt)

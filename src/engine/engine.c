@@ -28,6 +28,18 @@ void urnic_engine_wake(struct urnic_dev *dev)
 		return;
 }
 
+uint64_t urnic_engine_held_retry(struct urnic_dev *dev)
+{
+	uint64_t now = urnic_now_ns(), at = atomic_load(&dev->held_retry_ns);
+
+	if (at <= now) {
+		at = now + URNIC_TX_HELD_RETRY_NS;
+		atomic_store(&dev->held_retry_ns, at); /* a racing thread's is as good */
+	}
+	urnic_engine_deadline(dev, at);
+	return at;
+}
+
 void urnic_engine_deadline(struct urnic_dev *dev, uint64_t deadline)
 {
 	uint64_t cur = atomic_load(&dev->timer_next);
@@ -61,23 +73,29 @@ static uint64_t qp_next_deadline(const struct urnic_qp *qp)
 		d = qp->rnr_deadline;
 	if (qp->rtx.deadline && qp->rtx.deadline < d)
 		d = qp->rtx.deadline;
+	if (qp->held_until && qp->held_until < d)
+		d = qp->held_until;
 	return d;
 }
 
-/* Timers and READ responses of every QP; returns the next deadline. dev->qp_lock held. */
+/* Timers and READ responses of every QP; returns the next deadline. dev->qp_lock held. Each
+ * scan starts one QP further on, so that where the QPs compete for room (a full ring holds
+ * their packets back), none is always last. */
 static uint64_t scan_qps(struct urnic_dev *dev, struct urnic_txbatch *b)
 {
 	uint64_t now = urnic_now_ns(), next = UINT64_MAX;
 	bool more = false;
+	int from = dev->nqp ? dev->scan_from % dev->nqp : 0;
 
+	dev->scan_from = from + 1;
 	atomic_store(&dev->timer_next, UINT64_MAX);
 	dev->tx_pending = false;
-	for (int i = 0; i < dev->nqp; i++) {
-		struct urnic_qp *qp = dev->qps[i];
+	for (int k = 0; k < dev->nqp; k++) {
+		struct urnic_qp *qp = dev->qps[(from + k) % dev->nqp];
 
 		pthread_mutex_lock(&qp->lock);
 		urnic_comp_timers(qp, now, b);
-		if (qp->rd_count)
+		if (qp->rd_count && !qp->held_until) /* not while its packets wait for room */
 			more |= urnic_resp_tx(qp, b);
 		uint64_t d = qp_next_deadline(qp);
 

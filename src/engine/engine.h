@@ -6,10 +6,20 @@
 #include "urnic.h"
 
 /* Packets assembled by one stage turn, sent in one batched call. */
+/* Who built a packet of a batch: where the net layer holds one back (a full ring or socket
+ * buffer), the requester of an RC QP takes it back (urnic_req_held); others are lost. */
+struct urnic_txsrc {
+	struct urnic_qp *qp;
+	uint32_t psn;
+	uint8_t opcode;
+};
+
 struct urnic_txbatch {
 	struct urnic_dev *dev;
 	int n;
 	struct urnic_txpkt pkts[URNIC_TX_BATCH];
+	struct urnic_txsrc src[URNIC_TX_BATCH];
+	bool held[URNIC_TX_BATCH];
 };
 
 /* pkt.c: URNIC_TRACE=1 prints every packet sent and received on stderr */
@@ -36,6 +46,10 @@ void urnic_req_retransmit_from(struct urnic_qp *qp, uint32_t psn);
 /* After a go-back, the responder proved to hold every PSN before psn: move on to psn without
  * sending again the SENDs and WRITEs it has (a READ or atomic waits for its responses). */
 void urnic_req_skip_to(struct urnic_qp *qp, uint32_t psn);
+/* The net layer held back this request packet (no room on the local path now): it never left.
+ * The requester goes back to it without counting a loss and sends it again on the next ACK or
+ * after URNIC_TX_HELD_RETRY_NS. Called by urnic_tx_flush, QP lock held. */
+void urnic_req_held(struct urnic_qp *qp, uint32_t psn, uint8_t opcode);
 
 /* completer.c: ACKs and responses for this QP's requests; retry and RNR timers. */
 void urnic_comp_rx(struct urnic_qp *qp, const struct urnic_rxpkt *pkt, struct urnic_txbatch *b);
@@ -48,6 +62,8 @@ void urnic_rtx_reset(struct urnic_qp *qp);
 void urnic_rtx_arm(struct urnic_qp *qp);
 /* A request asking for an ACK left with this PSN: a round-trip sample may start. */
 void urnic_rtx_sent(struct urnic_qp *qp, uint32_t psn);
+/* The requester took back what it had counted as sent from psn on (held back, never left). */
+void urnic_rtx_unsent(struct urnic_qp *qp, uint32_t psn);
 /* The acknowledged PSN moved forward to una, by acked packets. */
 void urnic_rtx_acked(struct urnic_qp *qp, uint32_t una, uint32_t acked);
 /* How many packets the requester may have unacknowledged now: the congestion window. */
@@ -68,6 +84,9 @@ bool urnic_rtx_expired(struct urnic_qp *qp, uint64_t now);
 void urnic_resp_rx(struct urnic_qp *qp, const struct urnic_rxpkt *pkt, struct urnic_txbatch *b);
 /* Sends pending READ responses (a burst) and a pending ACK. Returns true if more remain. */
 bool urnic_resp_tx(struct urnic_qp *qp, struct urnic_txbatch *b);
+/* The net layer held back this READ response packet: the resource answering it goes back to it
+ * and sends it again from the next engine scan. Called by urnic_tx_flush, QP lock held. */
+void urnic_resp_held(struct urnic_qp *qp, uint32_t psn);
 /* Sends the ACK the last receive batch left owing, if any. */
 void urnic_resp_send_ack(struct urnic_qp *qp, struct urnic_txbatch *b);
 
@@ -90,6 +109,9 @@ void urnic_engine_stop(struct urnic_dev *dev);
 void urnic_engine_wake(struct urnic_dev *dev);
 /* Called after setting a QP deadline: wakes the engine if it sleeps past it. */
 void urnic_engine_deadline(struct urnic_dev *dev, uint64_t deadline);
+/* When a QP whose packets were just held back tries again: one time shared by every QP held
+ * back meanwhile, URNIC_TX_HELD_RETRY_NS on, so that they wake the engine once, not each. */
+uint64_t urnic_engine_held_retry(struct urnic_dev *dev);
 /* Runs one engine turn in the calling application thread (from an empty poll_cq). */
 void urnic_progress(struct urnic_dev *dev);
 /* Runs n packets through the receive path as if they had just arrived (the ACKs they owe and

@@ -46,10 +46,25 @@ void urnic_tx_flush(struct urnic_txbatch *b)
 
 	if (b->n == 0)
 		return;
-	urnic_net_send(&b->dev->net, b->pkts, b->n, &t);
+	urnic_net_send(&b->dev->net, b->pkts, b->n, &t, b->held);
 	urnic_count(b->dev, URNIC_C_tx_syscalls, t.syscalls);
 	if (t.gso_sends)
 		urnic_count(b->dev, URNIC_C_gso_sends, t.gso_sends);
+	/* Held back: an RC request goes back to its requester and a READ response to its
+	 * responder resource (in the order they were built, which per QP is PSN order; both are
+	 * flushed under their QP's lock, see urnic_req_run and urnic_resp_tx). Anything else (an
+	 * ACK, an atomic response, UC, UD) is lost, as on a full link. */
+	for (int i = 0; i < b->n; i++) {
+		const struct urnic_txsrc *src = &b->src[i];
+		uint32_t mask = urnic_op(src->opcode)->mask;
+
+		if (!b->held[i] || !src->qp || src->qp->ibv.qp_type != IBV_QPT_RC)
+			continue;
+		if (mask & URNIC_M_REQ)
+			urnic_req_held(src->qp, src->psn, src->opcode);
+		else if (mask & URNIC_M_READ)
+			urnic_resp_held(src->qp, src->psn);
+	}
 	b->n = 0;
 }
 
@@ -58,6 +73,7 @@ struct urnic_txpkt *urnic_tx_begin(struct urnic_txbatch *b, struct urnic_qp *qp,
 {
 	if (b->n == URNIC_TX_BATCH)
 		urnic_tx_flush(b);
+	b->src[b->n] = (struct urnic_txsrc){.qp = qp, .psn = psn, .opcode = opcode};
 	struct urnic_txpkt *p = &b->pkts[b->n++];
 	const struct urnic_opcode_info *op = urnic_op(opcode);
 	struct urnic_bth_fields f = {

@@ -229,34 +229,92 @@ static void complete_unacknowledged(struct urnic_qp *qp)
 	qp->snd_una = qp->snd_nxt;
 }
 
+/* Sends the batch. False if the net layer held some of this QP's packets back: the cursor is
+ * back at the first of them (urnic_req_held), and snd_max where the packets that left put it;
+ * *max is snd_max as of the last flush before this one, and after it. */
+static bool flush(struct urnic_qp *qp, struct urnic_txbatch *b, uint32_t *max)
+{
+	urnic_tx_flush(b);
+	if (!qp->tx_held) {
+		*max = qp->snd_max;
+		return true;
+	}
+	qp->tx_held = false;
+	qp->snd_max = psn_diff(qp->snd_nxt, *max) > 0 ? qp->snd_nxt : *max;
+	return false;
+}
+
 void urnic_req_run(struct urnic_qp *qp, struct urnic_txbatch *b)
 {
-	bool sent_any = false;
+	uint32_t nxt = qp->snd_nxt, max = qp->snd_max;
 
 	if (qp->ibv.state != IBV_QPS_RTS || qp->rnr_deadline)
 		return;
+	qp->held_until = 0; /* trying now; a packet held again sets it again */
 	pthread_rwlock_rdlock(&qp->dev->mr_lock);
 	while (qp->sq_next != qp->sq_prod) {
 		struct urnic_swqe *w = sq_at(qp, qp->sq_next);
+
+		/* this QP's packets leave in flushes of its own, so what the net layer holds back
+		 * is the tail of what was built, and the cursor can go back to it */
+		if (b->n == URNIC_TX_BATCH && !flush(qp, b, &max))
+			break;
 		enum req_step s = step(qp, w, b);
 
 		if (s == REQ_BLOCKED || s == REQ_ERROR)
 			break;
-		sent_any = true;
 		if (s == REQ_WQE_DONE) {
 			w->state = URNIC_WQE_SENT;
 			qp->sq_next++;
 		}
 	}
 	/* the payload iovecs point into MRs: send before dereg may run */
-	urnic_tx_flush(b);
+	flush(qp, b, &max);
 	pthread_rwlock_unlock(&qp->dev->mr_lock);
+	bool sent_any = qp->snd_nxt != nxt;
 	if (qp->ibv.qp_type != IBV_QPT_RC)
 		complete_unacknowledged(qp);
 	else if (sent_any && !qp->ack_deadline)
 		urnic_comp_arm_timer(qp);
 	else if (sent_any && !qp->rtx.deadline)
 		urnic_rtx_arm(qp);
+}
+
+/* Moves the send cursor back to psn, which the last flush built but did not send: the WQE
+ * holding it goes on from there, those after it from their start. */
+static void unsend_from(struct urnic_qp *qp, uint32_t psn)
+{
+	uint32_t idx = qp->sq_cons, end = qp->sq_next;
+
+	if (end != qp->sq_prod && sq_at(qp, end)->sent > 0)
+		end++; /* the partly sent WQE */
+	while (idx != end &&
+	       psn_diff(psn, psn_add(sq_at(qp, idx)->first_psn, sq_at(qp, idx)->npkts)) >= 0)
+		idx++;
+	if (idx == end)
+		return; /* not a PSN of a WQE in flight: nothing to take back */
+	for (uint32_t i = idx; i != end; i++) {
+		sq_at(qp, i)->state = URNIC_WQE_POSTED;
+		sq_at(qp, i)->sent = 0;
+	}
+	sq_at(qp, idx)->sent = (uint32_t)psn_diff(psn, sq_at(qp, idx)->first_psn);
+	qp->sq_next = idx;
+	qp->snd_nxt = psn;
+	if (psn_diff(qp->last_ackreq, psn) >= 0) /* the AckReq did not leave: ask again */
+		qp->last_ackreq = psn_add(psn, URNIC_PSN_MASK - URNIC_ACKREQ_EVERY);
+	urnic_rtx_unsent(qp, psn);
+}
+
+void urnic_req_held(struct urnic_qp *qp, uint32_t psn, uint8_t opcode)
+{
+	urnic_qp_count(qp, URNIC_C_tx_held, 1);
+	if (urnic_op(opcode)->mask & (URNIC_M_READ | URNIC_M_ATOMIC))
+		qp->rd_outstanding--; /* counted when it was built */
+	qp->tx_held = true;
+	if (psn_diff(psn, qp->snd_nxt) < 0) /* the first held: later ones are behind it already */
+		unsend_from(qp, psn);
+	if (!qp->held_until)
+		qp->held_until = urnic_engine_held_retry(qp->dev);
 }
 
 void urnic_req_skip_to(struct urnic_qp *qp, uint32_t psn)

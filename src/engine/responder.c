@@ -699,9 +699,24 @@ static bool send_read_packet(struct urnic_qp *qp, struct urnic_rd_res *r, struct
 	return true;
 }
 
+void urnic_resp_held(struct urnic_qp *qp, uint32_t psn)
+{
+	struct urnic_rd_res *r = rd_find(qp, psn);
+
+	urnic_qp_count(qp, URNIC_C_tx_held, 1);
+	qp->resp_held = true;
+	if (r && !r->atomic && psn_diff(psn, psn_add(r->psn, r->sent)) < 0) {
+		/* the first held of r: from here again */
+		r->sent = (uint32_t)psn_diff(psn, r->psn);
+		r->busy = true;
+	}
+	if (!qp->held_until)
+		qp->held_until = urnic_engine_held_retry(qp->dev);
+}
+
 bool urnic_resp_tx(struct urnic_qp *qp, struct urnic_txbatch *b)
 {
-	int budget = URNIC_RESP_BURST;
+	int budget = URNIC_RESP_BURST_BYTES > qp->mtu ? (int)(URNIC_RESP_BURST_BYTES / qp->mtu) : 1;
 	bool lost_mr = false;
 
 	if (qp->ibv.state != IBV_QPS_RTS && qp->ibv.state != IBV_QPS_RTR)
@@ -710,12 +725,18 @@ bool urnic_resp_tx(struct urnic_qp *qp, struct urnic_txbatch *b)
 	for (int i = 0; i < qp->rd_count && budget > 0 && !lost_mr; i++) {
 		struct urnic_rd_res *r = rd_at(qp, i);
 
+		/* flushed here, between packets, so that a held one is taken back while no packet
+		 * is half built; after one is held, nothing later may pass it: this turn ends */
+		if (b->n == URNIC_TX_BATCH && (urnic_tx_flush(b), qp->resp_held))
+			break;
 		if (r->busy && r->atomic) {
 			send_atomic_ack(qp, b, r->psn, r->orig);
 			r->busy = false;
 			budget--;
 		}
 		while (r->busy && budget > 0) {
+			if (b->n == URNIC_TX_BATCH && (urnic_tx_flush(b), qp->resp_held))
+				break;
 			if (!send_read_packet(qp, r, b)) {
 				lost_mr = true;
 				break;
@@ -723,13 +744,20 @@ bool urnic_resp_tx(struct urnic_qp *qp, struct urnic_txbatch *b)
 			budget--;
 			r->busy = r->sent < r->npkts;
 		}
+		if (qp->resp_held)
+			break;
 	}
-	urnic_resp_send_ack(qp, b);
+	if (!qp->resp_held) /* an ACK held behind responses waits for them */
+		urnic_resp_send_ack(qp, b);
 	urnic_tx_flush(b); /* payload iovecs point into MRs */
 	pthread_rwlock_unlock(&qp->dev->mr_lock);
 	if (lost_mr) { /* deregistered while being read */
 		fatal(qp, b, URNIC_NAK_REM_ACCESS_ERR);
 		urnic_tx_flush(b);
+		return false;
+	}
+	if (qp->resp_held) { /* no room now: the held timer brings the next scan, not a spin */
+		qp->resp_held = false;
 		return false;
 	}
 	return budget == 0;

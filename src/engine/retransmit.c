@@ -128,6 +128,16 @@ void urnic_rtx_sent(struct urnic_qp *qp, uint32_t psn)
 	r->sample_sent_ns = urnic_now_ns();
 }
 
+void urnic_rtx_unsent(struct urnic_qp *qp, uint32_t psn)
+{
+	struct urnic_rtx *r = &qp->rtx;
+
+	if (r->sample_sent_ns && psn_diff(r->sample_psn, psn) >= 0)
+		r->sample_sent_ns = 0; /* it never left: no round trip to time */
+	if (qp->snd_una == qp->snd_nxt)
+		r->quiet_since_ns = 0; /* nothing outstanding: waiting for room is no silence */
+}
+
 static void take_sample(struct urnic_rtx *r, uint64_t rtt)
 {
 	if (!r->srtt_ns) {

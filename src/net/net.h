@@ -24,6 +24,7 @@ struct urnic_txpkt {
 	uint16_t iovcnt;
 	uint32_t len;	/* BTH through ICRC */
 	uint16_t ip_id; /* the IPv4 ID the ICRC is computed for: 0, or its place in a GSO send */
+	uint16_t slot;	/* its index in the array urnic_net_send was given (the net layer's) */
 	uint8_t hdr[URNIC_MAX_HDR_LEN];
 	uint8_t trailer[8];
 	struct iovec iov[URNIC_TX_MAX_IOV];
@@ -78,10 +79,14 @@ struct urnic_net {
 
 int urnic_net_open(struct urnic_net *net, uint32_t addr);
 void urnic_net_close(struct urnic_net *net);
-/* Sends n packets (batched per source socket, and per GSO run). Returns packets handed to the
- * kernel. A packet's ICRC may be moved to the IP ID of its place in a GSO send. */
+/* Sends n packets (batched per source socket, and per GSO run). Returns packets handed over (to
+ * the kernel or a ring). A packet's ICRC may be moved to the IP ID of its place in a GSO send, and
+ * pkts[] is left in no particular order. held, if not NULL, gets held[i] true for each packet i
+ * the local path had no room for at this moment (a full ring, a full socket buffer): it is not
+ * lost on any wire, and its sender may keep it and send it again (back-pressure); false for the
+ * rest, sent or lost. */
 int urnic_net_send(struct urnic_net *net, struct urnic_txpkt *pkts, int n,
-		   struct urnic_net_tally *t);
+		   struct urnic_net_tally *t, bool *held);
 /* Receives up to URNIC_RX_BATCH packets without blocking, from the socket and the intra-host
  * rings; fills out[]; returns the count. Their data stays valid until urnic_net_recv_done.
  * polling: the caller polls again soon (an application's empty CQ poll), so on a device that

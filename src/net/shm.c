@@ -12,8 +12,10 @@
  * From then on the packets - the same BTH-to-ICRC bytes the wire would carry - are copied into
  * the ring, and the receiver's engine reads them in place, through every check the wire's
  * packets pass except the ICRC (no wire between them), and gives the space back after the
- * batch. A packet that finds the ring full is lost, as on a full link, and sent again by the
- * transport; a UD datagram takes the UDP socket instead (no order to keep). The
+ * batch. A connection's packet that finds the ring full is held back: its requester keeps it
+ * and sends it again once the ring has room, without counting a loss (a response or an ACK is
+ * lost, as on a full link, and the transport recovers it); a UD datagram takes the UDP socket
+ * instead (no order to keep). The
  * transport above (PSNs, ACKs, retransmission, RNR, every error) is the same code on both paths.
  *
  * Waking: a receiver about to sleep on its socket sets inbox->sleeping and looks at its rings
@@ -485,7 +487,7 @@ static void move_packet(struct urnic_txpkt *dst, const struct urnic_txpkt *src)
 	}
 }
 
-int urnic_shm_divert(struct urnic_net *net, struct urnic_txpkt *pkts, int n)
+int urnic_shm_divert(struct urnic_net *net, struct urnic_txpkt *pkts, int n, bool *held)
 {
 	struct urnic_shm *s = net->shm;
 	int udp = 0;
@@ -501,11 +503,14 @@ int urnic_shm_divert(struct urnic_net *net, struct urnic_txpkt *pkts, int n)
 
 		/* The rest goes by UDP, in order: all of it if no ring is there. What did not fit a
 		 * full ring goes only if it is a datagram (UD): a connection's packets split across
-		 * two paths would arrive out of order in bulk, so they are lost instead, as on a
-		 * full link, and the transport sends them again. */
-		for (int j = fitted; j < k; j++)
+		 * two paths would arrive out of order in bulk, so they are held back for their
+		 * sender to send again when the ring has room (or lost, as on a full link). */
+		for (int j = fitted; j < k; j++) {
 			if (!ring || (urnic_op(bth_opcode(pkts[i + j].hdr))->mask & URNIC_M_UD))
 				move_packet(&pkts[udp++], &pkts[i + j]);
+			else if (held)
+				held[pkts[i + j].slot] = true;
+		}
 		i += k;
 	}
 	return udp;

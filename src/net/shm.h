@@ -18,9 +18,10 @@ void urnic_shm_close(struct urnic_net *net);
 bool urnic_shm_reaches(struct urnic_net *net, uint32_t daddr);
 
 /* Sends the packets of pkts[0..n) bound for a urnic peer of this host through its ring (in
- * order; a full ring loses the packet, as a full socket buffer would), moves the others, in
- * order, to the front of pkts, and returns how many those are: the UDP path's share. */
-int urnic_shm_divert(struct urnic_net *net, struct urnic_txpkt *pkts, int n);
+ * order), moves the others, in order, to the front of pkts, and returns how many those are: the
+ * UDP path's share. A connection's packet that finds the ring full is marked in held (by its
+ * slot; see urnic_net_send), or lost, as on a full link, where held is NULL. */
+int urnic_shm_divert(struct urnic_net *net, struct urnic_txpkt *pkts, int n, bool *held);
 
 /* Up to max packets from the inbound rings into out[] (data points into the rings until
  * urnic_shm_release). Returns the count. */

@@ -223,9 +223,17 @@ static void build_msg(struct send_msgs *m, int i, int *iovs, struct urnic_txpkt 
 	m->msgs[i].msg_hdr.msg_controllen = sizeof(m->ctl[i].buf);
 }
 
+/* pkts[0..n) were not sent because the socket had no room: held for their senders (see
+ * urnic_net_send), where the caller takes them back; lost otherwise. */
+static void hold(const struct urnic_txpkt *pkts, int n, bool *held)
+{
+	for (int i = 0; held && i < n; i++)
+		held[pkts[i].slot] = true;
+}
+
 /* Sends pkts[0..n) that share one source socket. */
 static int send_run(struct urnic_net *net, int fd, struct urnic_txpkt *pkts, int n,
-		    struct urnic_net_tally *t)
+		    struct urnic_net_tally *t, bool *held)
 {
 	struct send_msgs m;
 	int done = 0;
@@ -258,25 +266,33 @@ static int send_run(struct urnic_net *net, int fd, struct urnic_txpkt *pkts, int
 			net->gso = false; /* this route cannot segment: one datagram per packet */
 			continue;
 		}
-		if (r < 0) /* a full socket buffer is loss on the wire: the transport retransmits */
+		if (r < 0 && (errno == EAGAIN || errno == ENOBUFS)) {
+			hold(pkts + done, n - done, held); /* a full socket buffer or queue */
+			return done;
+		}
+		if (r <= 0) /* refused (a firewall, no route): loss, the transport retransmits */
 			return done;
 		for (int i = 0; i < r; i++) {
 			done += m.pkts_in[i];
 			t->gso_sends += m.pkts_in[i] > 1;
 		}
-		if (r < nmsg)
-			return done;
+		/* a short count: the next call starts at the message that failed and learns why */
 	}
 	return done;
 }
 
 int urnic_net_send(struct urnic_net *net, struct urnic_txpkt *pkts, int n,
-		   struct urnic_net_tally *t)
+		   struct urnic_net_tally *t, bool *held)
 {
 	int sent = 0, start = 0;
 
+	for (int i = 0; i < n; i++) {
+		pkts[i].slot = (uint16_t)i;
+		if (held)
+			held[i] = false;
+	}
 	if (net->shm) { /* packets for peers on this host take their rings; the rest stays here */
-		int udp = urnic_shm_divert(net, pkts, n);
+		int udp = urnic_shm_divert(net, pkts, n, held);
 
 		sent = n - udp;
 		n = udp;
@@ -288,7 +304,7 @@ int urnic_net_send(struct urnic_net *net, struct urnic_txpkt *pkts, int n,
 			continue;
 		int fd = net->tx_fd[pkts[start].sport_idx % URNIC_TX_SOCKETS];
 
-		sent += send_run(net, fd, pkts + start, i - start, t);
+		sent += send_run(net, fd, pkts + start, i - start, t, held);
 		start = i;
 	}
 	return sent;

@@ -199,7 +199,7 @@ static void enter_reset(struct urnic_qp *qp)
 		qp->own_rq.prod = qp->own_rq.cons = 0;
 	}
 	qp->cur_recv.taken = false;
-	qp->ack_deadline = qp->rnr_deadline = 0;
+	qp->ack_deadline = qp->rnr_deadline = qp->held_until = 0;
 	urnic_rtx_reset(qp);
 	qp->in_send = qp->in_write = qp->nak_sent = false;
 	qp->ack_pending = qp->nak_pending = false;

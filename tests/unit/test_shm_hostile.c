@@ -43,7 +43,7 @@ static void send_one(struct urnic_net *from, uint32_t to, const char *text)
 
 	memcpy(p.hdr, text, p.len);
 	p.iov[0] = (struct iovec){.iov_base = p.hdr, .iov_len = p.len};
-	CHECK(urnic_net_send(from, &p, 1, &t) >= 0, "send %s", text);
+	CHECK(urnic_net_send(from, &p, 1, &t, NULL) >= 0, "send %s", text);
 }
 
 /* Ring packets the consumer takes within ms; true if one of them is text. */

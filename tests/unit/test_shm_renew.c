@@ -111,7 +111,7 @@ int main(void)
 	p.iov[0] = (struct iovec){.iov_base = p.hdr, .iov_len = sizeof(payload)};
 	p.iovcnt = 1;
 	p.len = sizeof(payload);
-	CHECK(urnic_net_send(&a, &p, 1, &t) >= 0, "send");
+	CHECK(urnic_net_send(&a, &p, 1, &t, NULL) >= 0, "send");
 	waitpid(second, &status, 0);
 	urnic_net_close(&a);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,

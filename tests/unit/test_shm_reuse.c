@@ -38,7 +38,7 @@ static void peer(uint32_t from, uint32_t to, int n, int fd)
 		_exit(2);
 	p.len = (uint32_t)snprintf((char *)p.hdr, sizeof(p.hdr), "peer %d", n);
 	p.iov[0] = (struct iovec){.iov_base = p.hdr, .iov_len = p.len};
-	if (urnic_net_send(&b, &p, 1, &t) != 1 || write(fd, "s", 1) != 1)
+	if (urnic_net_send(&b, &p, 1, &t, NULL) != 1 || write(fd, "s", 1) != 1)
 		_exit(2);
 	for (;;)
 		pause();
