@@ -295,7 +295,7 @@ struct urnic_qp {
 	int retry_left, rnr_left;
 	uint64_t ack_deadline; /* ns; 0 when no timer runs */
 	uint64_t rnr_deadline; /* ns; 0 unless waiting out an RNR NAK */
-	uint64_t held_until;   /* ns; 0 unless a packet was held back (urnic_req_held) */
+	uint64_t held_until;   /* ns; 0 unless a packet was held back (urnic_tx_flush) */
 	bool tx_held;	       /* the last flush held some of this QP's requests back */
 	bool resp_held;	       /* ... or some of its READ responses */
 	struct urnic_rtx rtx;  /* the fast retransmission timer (retransmit.c) */

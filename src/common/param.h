@@ -44,8 +44,9 @@
 #define URNIC_SHM_WINDOW 24
 #define URNIC_RX_SLOT_LEN 65536 /* a receive buffer: one datagram, coalesced or not */
 #define URNIC_RX_BATCH (URNIC_RX_SLOTS * URNIC_GSO_MAX_SEGS) /* packets one receive delivers */
-/* A request packet the local path held back (a full ring or socket buffer) is tried again
- * after this long if no ACK comes first: a 4 MiB ring drains in about half a millisecond. */
+/* A request or READ response the local path held back (a full ring or socket buffer) is tried
+ * again after this long if nothing runs its QP first: a 4 MiB ring drains in about half a
+ * millisecond. */
 #define URNIC_TX_HELD_RETRY_NS 50000ull
 /* READ response bytes sent per QP per engine turn (64 packets on the wire at a 4 KiB MTU, 4
  * through a ring): QPs answering READs at once take turns, so each sees its responses begin

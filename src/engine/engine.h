@@ -5,15 +5,16 @@
 
 #include "urnic.h"
 
-/* Packets assembled by one stage turn, sent in one batched call. */
 /* Who built a packet of a batch: where the net layer holds one back (a full ring or socket
- * buffer), the requester of an RC QP takes it back (urnic_req_held); others are lost. */
+ * buffer), an RC QP's requester (urnic_req_held) or READ responder (urnic_resp_held) takes it
+ * back; others are lost. */
 struct urnic_txsrc {
 	struct urnic_qp *qp;
 	uint32_t psn;
 	uint8_t opcode;
 };
 
+/* Packets assembled by one stage turn, sent in one batched call. */
 struct urnic_txbatch {
 	struct urnic_dev *dev;
 	int n;
@@ -48,7 +49,7 @@ void urnic_req_retransmit_from(struct urnic_qp *qp, uint32_t psn);
 void urnic_req_skip_to(struct urnic_qp *qp, uint32_t psn);
 /* The net layer held back this request packet (no room on the local path now): it never left.
  * The requester goes back to it without counting a loss and sends it again on the next ACK or
- * after URNIC_TX_HELD_RETRY_NS. Called by urnic_tx_flush, QP lock held. */
+ * at the held-retry time urnic_tx_flush sets. Called by urnic_tx_flush, QP lock held. */
 void urnic_req_held(struct urnic_qp *qp, uint32_t psn, uint8_t opcode);
 
 /* completer.c: ACKs and responses for this QP's requests; retry and RNR timers. */

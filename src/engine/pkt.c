@@ -52,18 +52,25 @@ void urnic_tx_flush(struct urnic_txbatch *b)
 		urnic_count(b->dev, URNIC_C_gso_sends, t.gso_sends);
 	/* Held back: an RC request goes back to its requester and a READ response to its
 	 * responder resource (in the order they were built, which per QP is PSN order; both are
-	 * flushed under their QP's lock, see urnic_req_run and urnic_resp_tx). Anything else (an
+	 * flushed under their QP's lock, see urnic_req_run and urnic_resp_tx), and the QP tries
+	 * again at the device's held-retry time if nothing else runs it first. Anything else (an
 	 * ACK, an atomic response, UC, UD) is lost, as on a full link. */
 	for (int i = 0; i < b->n; i++) {
 		const struct urnic_txsrc *src = &b->src[i];
-		uint32_t mask = urnic_op(src->opcode)->mask;
 
 		if (!b->held[i] || !src->qp || src->qp->ibv.qp_type != IBV_QPT_RC)
 			continue;
+		uint32_t mask = urnic_op(src->opcode)->mask;
+
 		if (mask & URNIC_M_REQ)
 			urnic_req_held(src->qp, src->psn, src->opcode);
 		else if (mask & URNIC_M_READ)
 			urnic_resp_held(src->qp, src->psn);
+		else
+			continue;
+		urnic_qp_count(src->qp, URNIC_C_tx_held, 1);
+		if (!src->qp->held_until)
+			src->qp->held_until = urnic_engine_held_retry(b->dev);
 	}
 	b->n = 0;
 }

@@ -280,26 +280,43 @@ void urnic_req_run(struct urnic_qp *qp, struct urnic_txbatch *b)
 		urnic_rtx_arm(qp);
 }
 
-/* Moves the send cursor back to psn, which the last flush built but did not send: the WQE
- * holding it goes on from there, those after it from their start. */
-static void unsend_from(struct urnic_qp *qp, uint32_t psn)
+/* Moves the send cursor back to psn: the first WQE not complete whose PSNs reach past psn goes
+ * on from there (a READ, where responses_received, from the first response it lacks), those
+ * after it, the partly sent one included, from their start. */
+static void rewind_to(struct urnic_qp *qp, uint32_t psn, bool responses_received)
 {
 	uint32_t idx = qp->sq_cons, end = qp->sq_next;
 
-	if (end != qp->sq_prod && sq_at(qp, end)->sent > 0)
-		end++; /* the partly sent WQE */
-	while (idx != end &&
-	       psn_diff(psn, psn_add(sq_at(qp, idx)->first_psn, sq_at(qp, idx)->npkts)) >= 0)
+	/* the WQE holding psn: every WQE before it is complete */
+	while (idx != end) {
+		struct urnic_swqe *w = sq_at(qp, idx);
+
+		if (w->state != URNIC_WQE_DONE &&
+		    psn_diff(psn, psn_add(w->first_psn, w->npkts)) < 0)
+			break;
 		idx++;
-	if (idx == end)
-		return; /* not a PSN of a WQE in flight: nothing to take back */
+	}
+	if (end != qp->sq_prod && sq_at(qp, end)->sent > 0)
+		end++; /* the partly sent WQE goes back too */
 	for (uint32_t i = idx; i != end; i++) {
 		sq_at(qp, i)->state = URNIC_WQE_POSTED;
 		sq_at(qp, i)->sent = 0;
 	}
-	sq_at(qp, idx)->sent = (uint32_t)psn_diff(psn, sq_at(qp, idx)->first_psn);
+	if (idx != end) {
+		struct urnic_swqe *w = sq_at(qp, idx);
+
+		w->sent = responses_received && w->opcode == IBV_WR_RDMA_READ
+				  ? w->rcvd
+				  : (uint32_t)psn_diff(psn, w->first_psn);
+	}
 	qp->sq_next = idx;
 	qp->snd_nxt = psn;
+}
+
+/* psn, which the last flush built, did not leave: the cursor goes back to it. */
+static void unsend_from(struct urnic_qp *qp, uint32_t psn)
+{
+	rewind_to(qp, psn, false);
 	if (psn_diff(qp->last_ackreq, psn) >= 0) /* the AckReq did not leave: ask again */
 		qp->last_ackreq = psn_add(psn, URNIC_PSN_MASK - URNIC_ACKREQ_EVERY);
 	urnic_rtx_unsent(qp, psn);
@@ -307,14 +324,11 @@ static void unsend_from(struct urnic_qp *qp, uint32_t psn)
 
 void urnic_req_held(struct urnic_qp *qp, uint32_t psn, uint8_t opcode)
 {
-	urnic_qp_count(qp, URNIC_C_tx_held, 1);
 	if (urnic_op(opcode)->mask & (URNIC_M_READ | URNIC_M_ATOMIC))
 		qp->rd_outstanding--; /* counted when it was built */
 	qp->tx_held = true;
 	if (psn_diff(psn, qp->snd_nxt) < 0) /* the first held: later ones are behind it already */
 		unsend_from(qp, psn);
-	if (!qp->held_until)
-		qp->held_until = urnic_engine_held_retry(qp->dev);
 }
 
 void urnic_req_skip_to(struct urnic_qp *qp, uint32_t psn)
@@ -338,35 +352,10 @@ void urnic_req_skip_to(struct urnic_qp *qp, uint32_t psn)
 
 void urnic_req_retransmit_from(struct urnic_qp *qp, uint32_t psn)
 {
-	uint32_t idx = qp->sq_cons, end = qp->sq_next;
-
 	if (psn_diff(psn, qp->snd_una) < 0) /* never behind what the peer acknowledged */
 		psn = qp->snd_una;
 	urnic_rtx_retransmitting(qp, psn);
-
-	/* the WQE holding psn: every WQE before it is complete */
-	while (idx != end) {
-		struct urnic_swqe *w = sq_at(qp, idx);
-
-		if (w->state != URNIC_WQE_DONE &&
-		    psn_diff(psn, psn_add(w->first_psn, w->npkts)) < 0)
-			break;
-		idx++;
-	}
-	if (end != qp->sq_prod && sq_at(qp, end)->sent > 0)
-		end++; /* the partly sent WQE goes back too */
-	for (uint32_t i = idx; i != end; i++) {
-		sq_at(qp, i)->state = URNIC_WQE_POSTED;
-		sq_at(qp, i)->sent = 0;
-	}
-	if (idx != end) {
-		struct urnic_swqe *w = sq_at(qp, idx);
-
-		w->sent = w->opcode == IBV_WR_RDMA_READ ? w->rcvd
-							: (uint32_t)psn_diff(psn, w->first_psn);
-	}
-	qp->sq_next = idx;
+	rewind_to(qp, psn, true);
 	qp->rd_outstanding = 0;
-	qp->snd_nxt = psn;
 	qp->last_ackreq = psn_add(psn, URNIC_PSN_MASK - URNIC_ACKREQ_EVERY); /* ask for an ACK */
 }

@@ -703,15 +703,12 @@ void urnic_resp_held(struct urnic_qp *qp, uint32_t psn)
 {
 	struct urnic_rd_res *r = rd_find(qp, psn);
 
-	urnic_qp_count(qp, URNIC_C_tx_held, 1);
 	qp->resp_held = true;
 	if (r && !r->atomic && psn_diff(psn, psn_add(r->psn, r->sent)) < 0) {
 		/* the first held of r: from here again */
 		r->sent = (uint32_t)psn_diff(psn, r->psn);
 		r->busy = true;
 	}
-	if (!qp->held_until)
-		qp->held_until = urnic_engine_held_retry(qp->dev);
 }
 
 bool urnic_resp_tx(struct urnic_qp *qp, struct urnic_txbatch *b)
