@@ -185,40 +185,50 @@ static void on_rnr_nak(struct urnic_qp *qp, uint32_t psn, unsigned timer)
 	urnic_engine_deadline(qp->dev, qp->rnr_deadline);
 }
 
+/* A NAK names the PSN the responder expects: it holds everything before it. After a go-back that
+ * PSN can lie ahead of the send cursor, up to the highest PSN ever sent (the first sending got
+ * there); behind what is acknowledged or beyond anything sent, it is stale (reordered,
+ * duplicated) or bogus. */
+static bool nak_in_window(const struct urnic_qp *qp, uint32_t psn)
+{
+	return psn_diff(psn, qp->snd_una) >= 0 && psn_diff(psn, qp->snd_max) <= 0;
+}
+
+static void on_nak(struct urnic_qp *qp, uint32_t psn, unsigned type, unsigned value)
+{
+	bool fatal = type == URNIC_AETH_NAK && value != URNIC_NAK_PSN_SEQ_ERR;
+
+	if (type == URNIC_AETH_NAK && value <= URNIC_NAK_INVALID_RD_REQ)
+		urnic_qp_count(qp, nak_rcvd_counter[value], 1);
+	if (!ack_through(qp, psn_add(psn, URNIC_PSN_MASK)))
+		return;
+	/* still behind psn (no skip ahead was proven): the requester is sending again what the
+	 * responder has, and will be acknowledged past it; there is nothing to go back to */
+	bool ahead = psn_diff(psn, qp->snd_nxt) > 0;
+
+	if (fatal)
+		fail_oldest(qp, nak_status(value));
+	else if (ahead || (type == URNIC_AETH_NAK && urnic_rtx_nak_is_stale(qp, psn)))
+		urnic_qp_count(qp, URNIC_C_stale_naks, 1);
+	else if (type == URNIC_AETH_RNR_NAK)
+		on_rnr_nak(qp, psn, value);
+	else
+		go_back(qp, psn); /* the responder is alive: retry_cnt is for silence */
+}
+
 static void on_aeth(struct urnic_qp *qp, uint32_t psn, const uint8_t *aeth)
 {
-	unsigned value = aeth_value(aeth);
-	/* a NAK names the PSN the responder expects: one behind what is already acknowledged, or
-	 * beyond anything sent, is stale (reordered, duplicated) or bogus */
-	bool nak_in_window = psn_diff(psn, qp->snd_una) >= 0 && psn_diff(psn, qp->snd_nxt) <= 0;
+	unsigned type = aeth_type(aeth);
 
-	if (aeth_type(aeth) != URNIC_AETH_ACK && !nak_in_window) {
-		urnic_qp_count(qp, URNIC_C_drop_psn, 1);
-		return;
-	}
-	switch (aeth_type(aeth)) {
-	case URNIC_AETH_ACK:
+	if (type == URNIC_AETH_ACK) {
 		urnic_qp_count(qp, URNIC_C_acks_rcvd, 1);
 		ack_through(qp, psn);
-		break;
-	case URNIC_AETH_RNR_NAK:
-		if (ack_through(qp, psn_add(psn, URNIC_PSN_MASK)))
-			on_rnr_nak(qp, psn, value);
-		break;
-	case URNIC_AETH_NAK:
-		if (value <= URNIC_NAK_INVALID_RD_REQ)
-			urnic_qp_count(qp, nak_rcvd_counter[value], 1);
-		if (!ack_through(qp, psn_add(psn, URNIC_PSN_MASK)))
-			break;
-		if (value == URNIC_NAK_PSN_SEQ_ERR && urnic_rtx_nak_is_stale(qp, psn))
-			urnic_qp_count(qp, URNIC_C_stale_naks, 1);
-		else if (value == URNIC_NAK_PSN_SEQ_ERR)
-			go_back(qp, psn); /* the responder is alive: retry_cnt is for silence */
-		else
-			fail_oldest(qp, nak_status(value));
-		break;
-	default:
-		break;
+	} else if (type != URNIC_AETH_RNR_NAK && type != URNIC_AETH_NAK) {
+		return; /* reserved AETH type */
+	} else if (!nak_in_window(qp, psn)) {
+		urnic_qp_count(qp, URNIC_C_drop_psn, 1);
+	} else {
+		on_nak(qp, psn, type, aeth_value(aeth));
 	}
 }
 
