@@ -3,7 +3,7 @@
 set -euo pipefail
 PKGS=(cmake gcc make pkg-config libibverbs-dev ibverbs-utils perftest tshark iproute2 ethtool nftables valgrind
 	ucx-utils libfabric-bin iperf3 gnuplot-nox time  # bench/compare.sh
-	clang libclang-rt-14-dev)  # scripts/fuzz.sh: libFuzzer
+	clang libclang-rt-14-dev llvm)  # scripts/fuzz.sh: libFuzzer; fuzz_cov.sh: llvm-cov
 missing=()
 for p in "${PKGS[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

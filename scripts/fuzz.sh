@@ -3,6 +3,8 @@
 # ASan and UBSan) in build-fuzz, writes its seed corpus (a valid packet of every opcode) and runs it
 # for SECONDS (default 60) on one core. Fails on a crash, a sanitizer report, a hang over 5 s or a
 # changed canary byte. The corpus grows in build-fuzz/corpus and is reused by the next run.
+# Then scripts/fuzz_cov.sh replays corpus and seeds through a coverage build and reports the
+# line, region and branch coverage of the receive path's sources (URNIC_FUZZ_COV=0 skips it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}
@@ -22,4 +24,7 @@ if [ "$status" -ne 0 ]; then
 	echo "fuzz_rx failed (exit $status); the input is in $fz/artifacts/:" >&2
 	grep -E -A30 'ERROR|runtime error|fuzz_rx: |Timeout|deadly signal' "$log" | head -60 >&2
 	exit 1
+fi
+if [ "${URNIC_FUZZ_COV:-1}" != 0 ]; then
+	bash scripts/fuzz_cov.sh "$fz/corpus" "$fz/seeds"
 fi
