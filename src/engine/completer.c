@@ -148,14 +148,6 @@ static const enum urnic_counter nak_rcvd_counter[] = {
 	[URNIC_NAK_INVALID_RD_REQ] = URNIC_C_nak_inv_rcvd,
 };
 
-/* Sends everything from psn again. */
-static void go_back(struct urnic_qp *qp, uint32_t psn)
-{
-	if (psn_diff(qp->snd_nxt, psn) > 0)
-		urnic_qp_count(qp, URNIC_C_retransmits, (uint32_t)psn_diff(qp->snd_nxt, psn));
-	urnic_req_retransmit_from(qp, psn);
-}
-
 /* The IB timeout or a lost READ response: a retry that retry_cnt pays for. A PSN-sequence NAK
  * does not pay: it proves the responder alive, and the IB timer, re-armed only by progress,
  * still ends a QP whose responder answers but never moves on. */
@@ -166,7 +158,7 @@ static void retry(struct urnic_qp *qp, uint32_t psn)
 		return;
 	}
 	qp->retry_left--;
-	go_back(qp, psn);
+	urnic_req_retransmit_from(qp, psn);
 }
 
 static void on_rnr_nak(struct urnic_qp *qp, uint32_t psn, unsigned timer)
@@ -212,8 +204,8 @@ static void on_nak(struct urnic_qp *qp, uint32_t psn, unsigned type, unsigned va
 		urnic_qp_count(qp, URNIC_C_stale_naks, 1);
 	else if (type == URNIC_AETH_RNR_NAK)
 		on_rnr_nak(qp, psn, value);
-	else
-		go_back(qp, psn); /* the responder is alive: retry_cnt is for silence */
+	else /* the responder is alive: retry_cnt is for silence */
+		urnic_req_retransmit_from(qp, psn);
 }
 
 static void on_aeth(struct urnic_qp *qp, uint32_t psn, const uint8_t *aeth)
@@ -371,7 +363,7 @@ void urnic_comp_timers(struct urnic_qp *qp, uint64_t now, struct urnic_txbatch *
 	if (urnic_rtx_expired(qp, now)) { /* free of retry_cnt: see retransmit.c */
 		qp->read_gap_asked = false;
 		urnic_qp_count(qp, URNIC_C_rto_expiries, 1);
-		go_back(qp, qp->snd_una);
+		urnic_req_retransmit_from(qp, qp->snd_una);
 		urnic_req_run(qp, b);
 		urnic_rtx_arm(qp);
 	}

@@ -43,10 +43,13 @@ static uint32_t inflight(const struct urnic_qp *qp)
 	return (uint32_t)psn_diff(qp->snd_nxt, qp->snd_una);
 }
 
+/* A packet with these n PSNs is built; one below snd_max went before (a go-back sends it again). */
 static void note_psns(struct urnic_qp *qp, uint32_t psn, uint32_t n)
 {
 	uint32_t end = psn_add(psn, n);
 
+	if (psn_diff(psn, qp->snd_max) < 0)
+		urnic_qp_count(qp, URNIC_C_retransmits, 1);
 	if (psn_diff(end, qp->snd_nxt) > 0)
 		qp->snd_nxt = end;
 	if (psn_diff(end, qp->snd_max) > 0)

@@ -39,6 +39,7 @@ struct responder {
 	uint32_t addr, requester_addr; /* network order */
 	uint16_t port;
 	uint32_t requester_qpn;
+	uint32_t received; /* request packets read */
 };
 
 /* Binds UDP 4791 on a loopback address next to ours that no other process holds. */
@@ -73,6 +74,7 @@ static int64_t recv_request(struct rc *rc, struct responder *r, unsigned ms)
 	ssize_t n = recv(r->fd, pkt, sizeof(pkt), 0);
 
 	RC_CHECK(rc, n >= URNIC_BTH_LEN + URNIC_ICRC_LEN, "recv: %zd (%s)", n, strerror(errno));
+	r->received++;
 	uint8_t opcode = bth_opcode(pkt);
 	const struct urnic_opcode_info *op = urnic_op(opcode);
 	uint32_t psn = bth_psn(pkt), i = (uint32_t)psn_diff(psn, SQ_PSN);
@@ -157,7 +159,7 @@ static uint32_t first_sending_and_goback(struct rc *rc, struct responder *r)
 static int test(struct rc *rc)
 {
 	uint64_t before[URNIC_C_COUNT], after[URNIC_C_COUNT];
-	struct responder r;
+	struct responder r = {0};
 	struct rc_wr w;
 	struct ibv_wc wc;
 
@@ -191,16 +193,24 @@ static int test(struct rc *rc)
 	rc_poll(rc, rc->scq, &wc, 1, 5000);
 	rc_expect(rc, &wc, 7, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
 
+	while (recv_request(rc, &r, 20) >= 0) /* a timer's resend still on its way */
+		;
 	rc_read_counters(rc, after);
 	uint64_t dropped = after[URNIC_C_drop_psn] - before[URNIC_C_drop_psn];
 	uint64_t spurious = after[URNIC_C_spurious_gobacks] - before[URNIC_C_spurious_gobacks];
+	uint64_t resent = after[URNIC_C_retransmits] - before[URNIC_C_retransmits];
 
-	rc_step(rc, "counters: %llu dropped for their PSN, %llu spurious go-backs",
-		(unsigned long long)dropped, (unsigned long long)spurious);
-	RC_CHECK(rc, dropped == 1, "drop_psn_out_of_window moved by %llu, expected 1 (the NAK "
-				   "beyond anything sent)",
+	rc_step(rc, "counters: %llu dropped for their PSN, %llu spurious go-backs, %llu packets "
+		    "counted as resent, %u seen again",
+		(unsigned long long)dropped, (unsigned long long)spurious,
+		(unsigned long long)resent, r.received - NPKTS);
+	RC_CHECK(rc, resent == r.received - NPKTS,
+		 "retransmitted_packets moved by %llu; the responder read %u packets again",
+		 (unsigned long long)resent, r.received - NPKTS);
+	RC_CHECK(rc, dropped == 1,
+		 "drop_psn_out_of_window moved by %llu, expected 1 (the NAK beyond anything sent)",
 		 (unsigned long long)dropped);
-	RC_CHECK(rc, spurious >= 1, "the NAK ahead of the cursor did not prove the go-back spurious");
+	RC_CHECK(rc, spurious >= 1, "the NAK ahead of the cursor proved no go-back spurious");
 	close(r.fd);
 	return RC_PASS;
 }
