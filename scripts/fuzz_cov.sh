@@ -20,9 +20,10 @@ LLVM_PROFILE_FILE="$b/fuzz_rx.profraw" "$b/bin/fuzz_rx" -runs=0 "$@" >"$b/replay
 }
 llvm-profdata merge -sparse "$b/fuzz_rx.profraw" -o "$b/fuzz_rx.profdata"
 srcs=(src/engine src/net src/wire src/mem)
-llvm-cov report "$b/bin/fuzz_rx" -instr-profile="$b/fuzz_rx.profdata" "${srcs[@]}" >"$b/coverage.txt"
-llvm-cov show "$b/bin/fuzz_rx" -instr-profile="$b/fuzz_rx.profdata" -format=html \
-	-output-dir="$b/html" "${srcs[@]}" >/dev/null
-echo "coverage of ${srcs[*]} by $(grep -o 'INITED.*' "$b/replay.log" | head -n 1) (table: $b/coverage.txt):"
+cov=(-instr-profile="$b/fuzz_rx.profdata" "$b/bin/fuzz_rx")
+llvm-cov report "${cov[@]}" "${srcs[@]}" >"$b/coverage.txt"
+llvm-cov show "${cov[@]}" -format=html -output-dir="$b/html" "${srcs[@]}" >/dev/null
+inputs=$(grep -o 'INITED.*' "$b/replay.log" | head -n 1)
+echo "coverage of ${srcs[*]} by the replay ($inputs); table in $b/coverage.txt:"
 head -n 2 "$b/coverage.txt"
 grep -E '^TOTAL' "$b/coverage.txt"
