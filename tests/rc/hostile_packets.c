@@ -4,8 +4,9 @@
  * Every forgery is one defect away from a packet the server would execute: an RDMA WRITE ONLY to
  * the server's QP, at the PSN it expects next, with its real rkey, aimed at a poisoned area of its
  * MR. The client sends them from a plain UDP socket (not through urnic) before any real traffic,
- * then does a real WRITE and SEND; the server checks the counters moved by exactly what was sent,
- * that the poisoned area is untouched, and that the real data arrived byte for byte. */
+ * waits for the server to count them (its counters moved by exactly what was sent, no NAK and no
+ * duplicate drawn), then does a real WRITE and SEND; the server checks that the poisoned area is
+ * untouched and that the real data arrived byte for byte. */
 #include "rc_harness.h"
 
 #include <arpa/inet.h>
@@ -69,15 +70,62 @@ static uint32_t gid_ip4(const union ibv_gid *g)
 	return a;
 }
 
+/* What the forgeries must add to each counter. */
+static void forgery_counts(uint64_t want[URNIC_C_COUNT])
+{
+	memset(want, 0, URNIC_C_COUNT * sizeof(want[0]));
+	for (int f = 0; f < F_COUNT; f++)
+		want[forgeries[f].counter] += COPIES;
+}
+
+/* Waits until the counters show every forgery judged (they are read as the engine counts). */
+static void wait_judged(struct rc *rc, const uint64_t *before, uint64_t *now)
+{
+	uint64_t want[URNIC_C_COUNT];
+	double end = rc_now_ms() + 10000;
+
+	forgery_counts(want);
+	for (;;) {
+		bool all = true;
+
+		rc_read_counters(rc, now);
+		for (int c = 0; c < URNIC_C_COUNT; c++)
+			all = all && now[c] - before[c] >= want[c];
+		if (all || rc_now_ms() > end)
+			return;
+		rc_sleep_ms(1);
+	}
+}
+
 static int server(struct rc *rc)
 {
-	uint64_t before[URNIC_C_COUNT], after[URNIC_C_COUNT];
+	uint64_t before[URNIC_C_COUNT], judged[URNIC_C_COUNT], want[URNIC_C_COUNT];
 
 	memset(rc->buf, RC_CANARY, rc->o.buf_size);
 	memset(rc->buf + TARGET, POISON, TARGET_LEN);
 	rc_post_recv(rc, 0, 1, 0, 64);
 	rc_read_counters(rc, before);
-	rc_sync(rc); /* forgeries, then the real WRITE and SEND */
+	rc_sync(rc); /* the client sends the forgeries */
+	rc_step(rc, "judge the forgeries");
+	wait_judged(rc, before, judged);
+	forgery_counts(want);
+	for (int f = 0; f < F_COUNT; f++) {
+		enum urnic_counter c = forgeries[f].counter;
+
+		rc_step(rc, "counter %s after %s", urnic_counter_names[c], forgeries[f].name);
+		RC_CHECK(rc, judged[c] - before[c] == want[c], "%s moved by %llu, expected %llu",
+			 urnic_counter_names[c], (unsigned long long)(judged[c] - before[c]),
+			 (unsigned long long)want[c]);
+	}
+	/* read before the real traffic, whose own retransmissions (a slow TSan run) would count */
+	rc_step(rc, "a forgery drew no NAK and no duplicate handling");
+	RC_CHECK(rc, judged[URNIC_C_nak_seq_sent] == before[URNIC_C_nak_seq_sent],
+		 "%llu sequence NAKs sent",
+		 (unsigned long long)(judged[URNIC_C_nak_seq_sent] - before[URNIC_C_nak_seq_sent]));
+	RC_CHECK(rc, judged[URNIC_C_dup_requests] == before[URNIC_C_dup_requests],
+		 "%llu duplicate requests",
+		 (unsigned long long)(judged[URNIC_C_dup_requests] - before[URNIC_C_dup_requests]));
+	rc_sync(rc); /* the real WRITE and SEND */
 	rc_step(rc, "the real SEND after the forgeries");
 	rc_wait(rc, rc->rcq, 1, IBV_WC_RECV, NULL);
 	rc_check(rc, rc->buf, 64, 2, "SEND payload");
@@ -87,27 +135,6 @@ static int server(struct rc *rc)
 	rc_check_const(rc, rc->buf + TARGET, TARGET_LEN, POISON, "poisoned area");
 	rc_check_const(rc, rc->buf + TARGET + TARGET_LEN, TARGET - TARGET_LEN, RC_CANARY,
 		       "memory after the poisoned area");
-
-	rc_read_counters(rc, after);
-	uint64_t want[URNIC_C_COUNT] = {0};
-
-	for (int f = 0; f < F_COUNT; f++)
-		want[forgeries[f].counter] += COPIES;
-	for (int f = 0; f < F_COUNT; f++) {
-		enum urnic_counter c = forgeries[f].counter;
-
-		rc_step(rc, "counter %s after %s", urnic_counter_names[c], forgeries[f].name);
-		RC_CHECK(rc, after[c] - before[c] == want[c], "%s moved by %llu, expected %llu",
-			 urnic_counter_names[c], (unsigned long long)(after[c] - before[c]),
-			 (unsigned long long)want[c]);
-	}
-	rc_step(rc, "a forgery drew no NAK and no duplicate handling");
-	RC_CHECK(rc, after[URNIC_C_nak_seq_sent] == before[URNIC_C_nak_seq_sent],
-		 "%llu sequence NAKs sent",
-		 (unsigned long long)(after[URNIC_C_nak_seq_sent] - before[URNIC_C_nak_seq_sent]));
-	RC_CHECK(rc, after[URNIC_C_dup_requests] == before[URNIC_C_dup_requests],
-		 "%llu duplicate requests",
-		 (unsigned long long)(after[URNIC_C_dup_requests] - before[URNIC_C_dup_requests]));
 	RC_CHECK(rc, rc_qp_state(rc, rc->qp[0]) == IBV_QPS_RTS, "server QP left RTS");
 	rc_sync(rc);
 	return RC_PASS;
@@ -228,8 +255,7 @@ static int client(struct rc *rc)
 		for (int i = 0; i < COPIES; i++)
 			send_forgery(rc, &fg, (enum forgery)f);
 	}
-	/* They reach the server's socket ahead of the real traffic, so once it completes the
-	 * server has judged every forgery. */
+	rc_sync(rc); /* the server has judged them */
 	rc_step(rc, "real WRITE and SEND on the same connection");
 	rc_wr(rc, &w, IBV_WR_RDMA_WRITE, 1, 0, REAL_LEN, 2 * TARGET);
 	rc_post_send(rc, 0, &w.wr);
