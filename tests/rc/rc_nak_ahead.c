@@ -37,7 +37,6 @@
 struct responder {
 	int fd;
 	uint32_t addr, requester_addr; /* network order */
-	uint16_t port;
 	uint32_t requester_qpn;
 	uint32_t received; /* request packets read */
 };
