@@ -248,6 +248,7 @@ struct urnic_rtx {
 	uint64_t deadline; /* ns; 0 when the timer does not run */
 	uint32_t goback_psn; /* where the requester last went back to, and when */
 	uint64_t goback_ns;
+	uint64_t nak_held_at; /* ns: when a NAK held as maybe stale is judged; 0: none held */
 	/* silences: how long the peer may go quiet without loss (a stalled guest, a busy CPU) */
 	uint64_t quiet_since_ns; /* last progress, or the send into an idle QP; 0: not timed */
 	uint64_t silence_ns;	 /* the longest such silence, decayed */

@@ -75,6 +75,8 @@ static uint64_t qp_next_deadline(const struct urnic_qp *qp)
 		d = qp->rtx.deadline;
 	if (qp->held_until && qp->held_until < d)
 		d = qp->held_until;
+	if (qp->rtx.nak_held_at && qp->rtx.nak_held_at < d)
+		d = qp->rtx.nak_held_at;
 	return d;
 }
 

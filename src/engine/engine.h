@@ -76,8 +76,12 @@ bool urnic_rtx_spurious(struct urnic_qp *qp);
 
 /* The requester is about to go back to psn (before snd_nxt is rewound): no sample across it. */
 void urnic_rtx_retransmitting(struct urnic_qp *qp, uint32_t psn);
-/* A PSN-sequence NAK for psn repeats one the requester already went back for. */
-bool urnic_rtx_nak_is_stale(const struct urnic_qp *qp, uint32_t psn);
+/* A PSN-sequence NAK for psn may repeat one the requester already went back for: it is held
+ * (see urnic_rtx_held_nak_due) and not acted on now. */
+bool urnic_rtx_nak_is_stale(struct urnic_qp *qp, uint32_t psn);
+/* A held NAK's round trip is over and the retransmission it named is still unacknowledged:
+ * the caller goes back to snd_una. */
+bool urnic_rtx_held_nak_due(struct urnic_qp *qp, uint64_t now);
 /* The timer ran out with packets outstanding: the caller goes back to snd_una. */
 bool urnic_rtx_expired(struct urnic_qp *qp, uint64_t now);
 

@@ -23,7 +23,12 @@
  * NAKs: the responder repeats its PSN-sequence NAK for every out-of-sequence packet that asks
  * for an ACK (the first NAK may have been lost), so packets already in flight when the requester
  * went back can bring NAKs for the PSN it went back to. One that arrives within a round trip of
- * that go-back is stale and ignored; a later one means the retransmission was lost too.
+ * that go-back may be stale, or may answer the retransmission and mean it was lost too: the two
+ * look alike. So it is held, not acted on: a round trip after the go-back (srtt + 4 rttvar) the
+ * requester goes back again unless an ACK of the retransmitted PSN came first. The NAK proves
+ * the responder alive and waiting, so that wait is the round trip alone, not the timer with its
+ * floor and its allowance for silences (under 5% loss those made a lost retransmission cost 5 to
+ * 11 ms, most of the transfer's time). A NAK later than a round trip is acted on at once.
  *
  * Congestion: many QPs towards one receiver can send more than its socket buffer holds (1024
  * QPs with two 64 KiB WRITEs each put 128 MiB in flight; the kernel drops what does not fit).
@@ -231,12 +236,37 @@ void urnic_rtx_acked(struct urnic_qp *qp, uint32_t una, uint32_t acked)
 	}
 }
 
-bool urnic_rtx_nak_is_stale(const struct urnic_qp *qp, uint32_t psn)
+/* A NAK maybe stale: judged a round trip after the go-back (once per go-back). */
+static void hold_nak(struct urnic_qp *qp)
+{
+	struct urnic_rtx *r = &qp->rtx;
+
+	if (r->nak_held_at || !r->srtt_ns)
+		return; /* already held; or no round trip known to judge it by: the timer will */
+	r->nak_held_at = r->goback_ns + r->srtt_ns + 4 * r->rttvar_ns;
+	urnic_engine_deadline(qp->dev, r->nak_held_at);
+}
+
+bool urnic_rtx_nak_is_stale(struct urnic_qp *qp, uint32_t psn)
 {
 	const struct urnic_rtx *r = &qp->rtx;
 	uint64_t rtt = r->srtt_ns ? r->srtt_ns : URNIC_RTO_MIN_NS / 4;
+	bool stale = r->goback_ns && psn == r->goback_psn && urnic_now_ns() - r->goback_ns < rtt;
 
-	return r->goback_ns && psn == r->goback_psn && urnic_now_ns() - r->goback_ns < rtt;
+	if (stale)
+		hold_nak(qp);
+	return stale;
+}
+
+bool urnic_rtx_held_nak_due(struct urnic_qp *qp, uint64_t now)
+{
+	struct urnic_rtx *r = &qp->rtx;
+
+	if (!r->nak_held_at || now < r->nak_held_at)
+		return false;
+	r->nak_held_at = 0;
+	/* the retransmitted PSN still unacknowledged: the NAK was for the retransmission */
+	return awaiting_ack(qp) && psn_diff(qp->snd_una, r->goback_psn) <= 0;
 }
 
 void urnic_rtx_retransmitting(struct urnic_qp *qp, uint32_t psn)
@@ -246,6 +276,7 @@ void urnic_rtx_retransmitting(struct urnic_qp *qp, uint32_t psn)
 	r->sample_sent_ns = 0;
 	r->goback_psn = psn;
 	r->goback_ns = urnic_now_ns();
+	r->nak_held_at = 0; /* a NAK held for the last go-back is answered by this one */
 	if (!r->recovering || psn_diff(qp->snd_nxt, r->recover_psn) > 0)
 		r->recover_psn = qp->snd_nxt;
 	r->recovering = true;

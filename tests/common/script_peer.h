@@ -1,0 +1,43 @@
+/* script_peer.h - a scripted RC responder for one-process tests of the requester: a plain UDP
+ * socket at another loopback address that reads the requester's WRITE packets (payload checked
+ * byte for byte) and answers with forged, ICRC-sealed ACKs and NAKs, when and as the test says.
+ * It lets a test stage what a real responder does only by chance: a lost retransmission, a NAK
+ * that crosses a go-back. */
+#ifndef URNIC_TEST_SCRIPT_PEER_H
+#define URNIC_TEST_SCRIPT_PEER_H
+
+#include <stdint.h>
+
+#include "rc_harness.h"
+#include "wire/wire.h"
+
+#define SCRIPT_PEER_QPN 0x00beefu /* the scripted responder's QPN */
+
+struct script_peer {
+	int fd;
+	uint32_t addr, requester_addr; /* network order */
+	uint32_t requester_qpn;
+	uint32_t received; /* request packets read */
+	/* what the WRITE being read carries: PSN first_psn + i holds the bytes at offset
+	 * buf_off + i * mtu of rc_fill(seed) */
+	uint32_t first_psn, npkts, seed;
+	size_t buf_off;
+};
+
+/* Binds UDP 4791 on a loopback address next to rc's that no other process holds, and connects
+ * rc->qp[0] to it with sq_psn as the requester's first PSN. Needs URNIC_SHM=0 and one QP. */
+void script_peer_open(struct rc *rc, struct script_peer *p, uint32_t sq_psn);
+void script_peer_close(struct script_peer *p);
+
+/* The next WRITE packet within ms, its payload checked against p's WRITE: its PSN, or -1 when
+ * none came. */
+int64_t script_peer_recv(struct rc *rc, struct script_peer *p, unsigned ms);
+
+/* Reads and discards packets until none comes for ms; returns how many. */
+unsigned script_peer_drain(struct rc *rc, struct script_peer *p, unsigned ms);
+
+/* Sends an ACK, or a PSN-sequence NAK, naming psn. */
+void script_peer_send_aeth(struct rc *rc, struct script_peer *p, enum urnic_aeth_type type,
+			   uint32_t psn);
+
+#endif
