@@ -18,6 +18,7 @@
 	X(rto_expiries, "retransmit_timer_expiries")                                               \
 	X(cwnd_cuts, "congestion_window_cuts")                                                     \
 	X(spurious_gobacks, "spurious_go_backs")                                                   \
+	X(tail_probes, "tail_loss_probes")                                                         \
 	X(acks_sent, "acks_sent")                                                                  \
 	X(acks_rcvd, "acks_received")                                                              \
 	X(nak_seq_sent, "nak_psn_seq_err_sent")                                                    \

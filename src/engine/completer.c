@@ -360,6 +360,12 @@ void urnic_comp_timers(struct urnic_qp *qp, uint64_t now, struct urnic_txbatch *
 			urnic_req_run(qp, b);
 		return;
 	}
+	if (urnic_rtx_probe_due(qp, now) && urnic_req_probe(qp)) {
+		qp->read_gap_asked = false;
+		urnic_qp_count(qp, URNIC_C_tail_probes, 1);
+		urnic_rtx_probing(qp);
+		urnic_req_run(qp, b);
+	}
 	if (urnic_rtx_held_nak_due(qp, now)) { /* the retransmission was lost too */
 		urnic_qp_count(qp, URNIC_C_held_naks, 1);
 		urnic_req_retransmit_from(qp, qp->snd_una);

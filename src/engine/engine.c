@@ -77,6 +77,8 @@ static uint64_t qp_next_deadline(const struct urnic_qp *qp)
 		d = qp->held_until;
 	if (qp->rtx.nak_held_at && qp->rtx.nak_held_at < d)
 		d = qp->rtx.nak_held_at;
+	if (qp->rtx.probe_at && qp->rtx.probe_at < d)
+		d = qp->rtx.probe_at;
 	return d;
 }
 

@@ -44,6 +44,14 @@ static inline uint8_t *urnic_tx_ext(struct urnic_txpkt *p, unsigned off)
 void urnic_req_run(struct urnic_qp *qp, struct urnic_txbatch *b);
 /* Go back to psn (NAK, timeout, implicit NAK) and send again from there. */
 void urnic_req_retransmit_from(struct urnic_qp *qp, uint32_t psn);
+/* What a tail loss probe would send now (the cursor at the highest PSN sent, something
+ * outstanding): the last packet again, asking for an ACK (a SEND's or WRITE's), a READ request
+ * from the first missing response, or nothing (an atomic, or no probe due). */
+enum urnic_probe { URNIC_PROBE_NONE, URNIC_PROBE_PACKET, URNIC_PROBE_READ };
+enum urnic_probe urnic_req_probe_kind(struct urnic_qp *qp);
+/* Moves the cursor back for the probe urnic_req_probe_kind names; false, and nothing moved,
+ * when none. The caller runs the requester. */
+bool urnic_req_probe(struct urnic_qp *qp);
 /* After a go-back, the responder proved to hold every PSN before psn: move on to psn without
  * sending again the SENDs and WRITEs it has (a READ or atomic waits for its responses). */
 void urnic_req_skip_to(struct urnic_qp *qp, uint32_t psn);
@@ -82,6 +90,10 @@ bool urnic_rtx_nak_is_stale(struct urnic_qp *qp, uint32_t psn);
 /* A held NAK's round trip is over and the retransmission it named is still unacknowledged:
  * the caller goes back to snd_una. */
 bool urnic_rtx_held_nak_due(struct urnic_qp *qp, uint64_t now);
+/* Two round trips without progress: the caller sends a tail loss probe (urnic_req_probe). */
+bool urnic_rtx_probe_due(struct urnic_qp *qp, uint64_t now);
+/* A probe goes now: no round-trip sample until the next progress, and no other probe. */
+void urnic_rtx_probing(struct urnic_qp *qp);
 /* The timer ran out with packets outstanding: the caller goes back to snd_una. */
 bool urnic_rtx_expired(struct urnic_qp *qp, uint64_t now);
 

@@ -353,6 +353,43 @@ void urnic_req_skip_to(struct urnic_qp *qp, uint32_t psn)
 	}
 }
 
+/* The WQE that holds the last packet sent, when the cursor stands at snd_max. */
+static struct urnic_swqe *last_sent_wqe(struct urnic_qp *qp)
+{
+	if (qp->snd_nxt != qp->snd_max || qp->snd_una == qp->snd_nxt)
+		return NULL;
+	if (qp->sq_next != qp->sq_prod && sq_at(qp, qp->sq_next)->sent > 0)
+		return sq_at(qp, qp->sq_next); /* partly sent */
+	return qp->sq_next != qp->sq_cons ? sq_at(qp, qp->sq_next - 1) : NULL;
+}
+
+enum urnic_probe urnic_req_probe_kind(struct urnic_qp *qp)
+{
+	struct urnic_swqe *w = last_sent_wqe(qp);
+
+	if (!w || wqe_is_atomic(w) || qp->ibv.qp_type != IBV_QPT_RC)
+		return URNIC_PROBE_NONE;
+	return w->opcode == IBV_WR_RDMA_READ ? URNIC_PROBE_READ : URNIC_PROBE_PACKET;
+}
+
+bool urnic_req_probe(struct urnic_qp *qp)
+{
+	uint32_t last = psn_add(qp->snd_max, URNIC_PSN_MASK);
+
+	switch (urnic_req_probe_kind(qp)) {
+	case URNIC_PROBE_NONE:
+		return false;
+	case URNIC_PROBE_READ: /* ask again from the first missing response */
+		urnic_req_retransmit_from(qp, qp->snd_una);
+		return true;
+	case URNIC_PROBE_PACKET:
+		rewind_to(qp, last, false);
+		qp->last_ackreq = psn_add(last, URNIC_PSN_MASK - URNIC_ACKREQ_EVERY);
+		return true;
+	}
+	return false;
+}
+
 void urnic_req_retransmit_from(struct urnic_qp *qp, uint32_t psn)
 {
 	if (psn_diff(psn, qp->snd_una) < 0) /* never behind what the peer acknowledged */

@@ -30,6 +30,20 @@
  * floor and its allowance for silences (under 5% loss those made a lost retransmission cost 5 to
  * 11 ms, most of the transfer's time). A NAK later than a round trip is acted on at once.
  *
+ * Tail loss probes: when the packets still unacknowledged are the last the requester can send
+ * (its window is full, or its send queue holds no more), a lost packet near their end, or the
+ * one ACK or NAK the responder answered them with, leaves nothing to bring a NAK: only the timer
+ * would tell, after its floor and its allowance for silences. So two round trips (2 srtt, as
+ * RFC 8985's probe timeout) without progress send the last packet again, asking for an ACK
+ * (requester.c): the responder answers a duplicate with an ACK of all it holds, and a packet
+ * past a gap with its NAK, so one packet tells the requester where to go on from. A READ's
+ * lost tail (its last responses) is as silent: its probe asks again from the first missing
+ * response, as the timer would, without the timer's 2 ms floor, back-off or window cut; but not
+ * within the silence floor, since a stalled responder would answer it with a second response
+ * stream (see Silences). Never an atomic.
+ * Once per progress; no round-trip sample crosses it. A probe into a stalled responder costs
+ * one packet (a READ: a slice of responses sent twice); the timer still decides.
+ *
  * Congestion: many QPs towards one receiver can send more than its socket buffer holds (1024
  * QPs with two 64 KiB WRITEs each put 128 MiB in flight; the kernel drops what does not fit).
  * Going back to the whole window then keeps the buffer overflowing, until the IB timer spends
@@ -107,18 +121,39 @@ static uint64_t rto_ns(struct urnic_rtx *r, uint64_t cap, uint64_t now)
 	return rto < cap ? rto : cap;
 }
 
+/* A probe two round trips from now (a READ's, no sooner than the timer's silence floor), when a
+ * round trip is known, it comes before the timer, and none went since the last progress. */
+static void arm_probe(struct urnic_qp *qp, uint64_t now)
+{
+	struct urnic_rtx *r = &qp->rtx;
+	enum urnic_probe kind = r->srtt_ns && !r->probed ? urnic_req_probe_kind(qp)
+							  : URNIC_PROBE_NONE;
+	uint64_t wait = 2 * r->srtt_ns;
+	uint64_t quiet = URNIC_RTO_SILENCE_MULT * decayed_silence(r, now);
+
+	r->probe_at = 0;
+	if (kind == URNIC_PROBE_READ && wait < quiet)
+		wait = quiet;
+	if (kind == URNIC_PROBE_NONE || now + wait >= r->deadline)
+		return;
+	r->probe_at = now + wait;
+	urnic_engine_deadline(qp->dev, r->probe_at);
+}
+
 void urnic_rtx_arm(struct urnic_qp *qp)
 {
 	uint64_t ib = urnic_ack_timeout_ns(qp->attr.timeout);
 	uint64_t cap = ib ? ib / 2 : RTO_NO_IB_TIMEOUT_CAP_NS;
 
 	qp->rtx.deadline = 0;
+	qp->rtx.probe_at = 0;
 	if (!awaiting_ack(qp) || cap < URNIC_RTO_MIN_NS)
 		return; /* nothing to wait for, or the IB timer alone is short enough */
 	uint64_t now = urnic_now_ns();
 
 	qp->rtx.deadline = now + rto_ns(&qp->rtx, cap, now);
 	urnic_engine_deadline(qp->dev, qp->rtx.deadline);
+	arm_probe(qp, now);
 }
 
 void urnic_rtx_sent(struct urnic_qp *qp, uint32_t psn)
@@ -127,7 +162,7 @@ void urnic_rtx_sent(struct urnic_qp *qp, uint32_t psn)
 
 	if (!r->quiet_since_ns)
 		r->quiet_since_ns = urnic_now_ns(); /* into an idle QP: the wait starts now */
-	if (r->sample_sent_ns || r->recovering)
+	if (r->sample_sent_ns || r->recovering || r->probed)
 		return;
 	r->sample_psn = psn;
 	r->sample_sent_ns = urnic_now_ns();
@@ -224,6 +259,7 @@ void urnic_rtx_acked(struct urnic_qp *qp, uint32_t una, uint32_t acked)
 	struct urnic_rtx *r = &qp->rtx;
 
 	r->backoff = 0;
+	r->probed = false;
 	open_cwnd(qp, acked);
 	time_silence(r, urnic_now_ns());
 	if (una == qp->snd_nxt)
@@ -236,22 +272,36 @@ void urnic_rtx_acked(struct urnic_qp *qp, uint32_t una, uint32_t acked)
 	}
 }
 
+/* The round trip that tells a stale NAK, and its variation: under steady loss the requester is
+ * recovering most of the time and Karn's rule may leave it without a sample; until one comes,
+ * a quarter of the timer's floor (a loopback or LAN round trip with room to spare), varying
+ * by half of it as RFC 6298 starts. */
+static uint64_t nak_rtt_ns(const struct urnic_rtx *r)
+{
+	return r->srtt_ns ? r->srtt_ns : URNIC_RTO_MIN_NS / 4;
+}
+
+static uint64_t nak_rttvar_ns(const struct urnic_rtx *r)
+{
+	return r->srtt_ns ? r->rttvar_ns : URNIC_RTO_MIN_NS / 8;
+}
+
 /* A NAK maybe stale: judged a round trip after the go-back (once per go-back). */
 static void hold_nak(struct urnic_qp *qp)
 {
 	struct urnic_rtx *r = &qp->rtx;
 
-	if (r->nak_held_at || !r->srtt_ns)
-		return; /* already held; or no round trip known to judge it by: the timer will */
-	r->nak_held_at = r->goback_ns + r->srtt_ns + 4 * r->rttvar_ns;
+	if (r->nak_held_at)
+		return;
+	r->nak_held_at = r->goback_ns + nak_rtt_ns(r) + 4 * nak_rttvar_ns(r);
 	urnic_engine_deadline(qp->dev, r->nak_held_at);
 }
 
 bool urnic_rtx_nak_is_stale(struct urnic_qp *qp, uint32_t psn)
 {
 	const struct urnic_rtx *r = &qp->rtx;
-	uint64_t rtt = r->srtt_ns ? r->srtt_ns : URNIC_RTO_MIN_NS / 4;
-	bool stale = r->goback_ns && psn == r->goback_psn && urnic_now_ns() - r->goback_ns < rtt;
+	bool stale = r->goback_ns && psn == r->goback_psn &&
+		     urnic_now_ns() - r->goback_ns < nak_rtt_ns(r);
 
 	if (stale)
 		hold_nak(qp);
@@ -280,6 +330,22 @@ void urnic_rtx_retransmitting(struct urnic_qp *qp, uint32_t psn)
 	if (!r->recovering || psn_diff(qp->snd_nxt, r->recover_psn) > 0)
 		r->recover_psn = qp->snd_nxt;
 	r->recovering = true;
+}
+
+bool urnic_rtx_probe_due(struct urnic_qp *qp, uint64_t now)
+{
+	struct urnic_rtx *r = &qp->rtx;
+
+	if (!r->probe_at || now < r->probe_at)
+		return false;
+	r->probe_at = 0;
+	return awaiting_ack(qp);
+}
+
+void urnic_rtx_probing(struct urnic_qp *qp)
+{
+	qp->rtx.probed = true;
+	qp->rtx.sample_sent_ns = 0; /* Karn: its ACK may answer the probe or the first sending */
 }
 
 bool urnic_rtx_expired(struct urnic_qp *qp, uint64_t now)

@@ -4,11 +4,14 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "common/stats.h"
 #include "net/net.h"
 #include "urnic.h"
 
@@ -31,6 +34,16 @@ static void bind_near(struct rc *rc, struct script_peer *p)
 		RC_CHECK(rc, errno == EADDRINUSE, "bind: %s", strerror(errno));
 	}
 	rc_fail(rc, "no free loopback address near ours for the responder");
+}
+
+struct rc_opts script_peer_defaults(const char *name)
+{
+	struct rc_opts o = rc_defaults(name);
+
+	setenv("URNIC_SHM", "0", 1);
+	o.buf_size = RC_MIB;
+	o.path_mtu = IBV_MTU_1024;
+	return o;
 }
 
 void script_peer_open(struct rc *rc, struct script_peer *p, uint32_t sq_psn)
@@ -65,6 +78,7 @@ int64_t script_peer_recv(struct rc *rc, struct script_peer *p, unsigned ms)
 
 	RC_CHECK(rc, n >= URNIC_BTH_LEN + URNIC_ICRC_LEN, "recv: %zd (%s)", n, strerror(errno));
 	p->received++;
+	p->ackreq = bth_ackreq(pkt);
 	uint8_t opcode = bth_opcode(pkt);
 	const struct urnic_opcode_info *op = urnic_op(opcode);
 	uint32_t psn = bth_psn(pkt), i = (uint32_t)psn_diff(psn, p->first_psn);
@@ -79,6 +93,24 @@ int64_t script_peer_recv(struct rc *rc, struct script_peer *p, unsigned ms)
 	rc_check_from(rc, pkt + op->hdr_len, len, p->seed, p->buf_off + (size_t)i * rc->mtu,
 		      "payload");
 	return psn;
+}
+
+void script_peer_write(struct rc *rc, struct script_peer *p, uint64_t wr_id, uint32_t first,
+		       uint32_t npkts)
+{
+	size_t off = (size_t)psn_diff(first, p->first_psn) * rc->mtu;
+	struct rc_wr w;
+
+	rc_step(rc, "the first sending of an %u-packet WRITE (PSN %u..%u)", npkts, first,
+		first + npkts - 1);
+	rc_wr(rc, &w, IBV_WR_RDMA_WRITE, wr_id, off, (size_t)npkts * rc->mtu, off);
+	rc_post_send(rc, 0, &w.wr);
+	for (uint32_t i = 0; i < npkts; i++) {
+		int64_t psn = script_peer_recv(rc, p, 2000);
+
+		RC_CHECK(rc, psn == first + i, "packet %u of the WRITE: PSN %lld", i,
+			 (long long)psn);
+	}
 }
 
 unsigned script_peer_drain(struct rc *rc, struct script_peer *p, unsigned ms)
@@ -114,4 +146,49 @@ void script_peer_send_aeth(struct rc *rc, struct script_peer *p, enum urnic_aeth
 	RC_CHECK(rc, sendto(p->fd, pkt, sizeof(pkt), 0, (struct sockaddr *)&to, sizeof(to)) ==
 			     (ssize_t)sizeof(pkt),
 		 "sendto: %s", strerror(errno));
+}
+
+/* ACK delays of the warm-ups, in ms: each shorter than the timer the ones before it left (10 ms
+ * at first, then at least twice the longest silence), so none is gone back for (a tail loss
+ * probe, 2 srtt, may send one again: a duplicate, and no round-trip sample); the rising ones
+ * leave the 60 ms silence, the rest bring the round trip to about 8 ms. */
+static const unsigned warmup_ms[] = {5, 12, 20, 35, 60, 8, 8, 8, 8, 8, 8, 8,
+				     8, 8, 8, 8, 8, 8, 8, 8, 8};
+_Static_assert(sizeof(warmup_ms) / sizeof(warmup_ms[0]) == SCRIPT_PEER_WARMUPS,
+	       "one delay per warm-up");
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+
+	while (nanosleep(&ts, &ts) != 0)
+		;
+}
+
+void script_peer_warm_up(struct rc *rc, struct script_peer *p)
+{
+	uint64_t before[URNIC_C_COUNT], after[URNIC_C_COUNT];
+	struct rc_wr w;
+	struct ibv_wc wc;
+
+	rc_read_counters(rc, before);
+	rc_step(rc, "%d one-packet WRITEs, ACKed after 5 to 60 ms, then 8 ms", SCRIPT_PEER_WARMUPS);
+	for (uint32_t k = 0; k < SCRIPT_PEER_WARMUPS; k++) {
+		rc_wr(rc, &w, IBV_WR_RDMA_WRITE, k, (size_t)k * rc->mtu, rc->mtu,
+		      (size_t)k * rc->mtu);
+		rc_post_send(rc, 0, &w.wr);
+		int64_t psn = script_peer_recv(rc, p, 2000);
+
+		RC_CHECK(rc, psn == p->first_psn + k, "warm-up %u: PSN %lld", k, (long long)psn);
+		sleep_ms(warmup_ms[k]);
+		script_peer_send_aeth(rc, p, URNIC_AETH_ACK, (uint32_t)psn);
+		rc_poll(rc, rc->scq, &wc, 1, 5000);
+		rc_expect(rc, &wc, k, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+		while ((psn = script_peer_recv(rc, p, 0)) >= 0) /* a probe: the same packet */
+			RC_CHECK(rc, psn == p->first_psn + k, "warm-up %u: PSN %lld after it", k,
+				 (long long)psn);
+	}
+	rc_read_counters(rc, after);
+	RC_CHECK(rc, after[URNIC_C_rto_expiries] == before[URNIC_C_rto_expiries],
+		 "a warm-up's ACK delay outlasted the timer");
 }

@@ -18,11 +18,16 @@ struct script_peer {
 	uint32_t addr, requester_addr; /* network order */
 	uint32_t requester_qpn;
 	uint32_t received; /* request packets read */
+	bool ackreq;	   /* the last one read asked for an ACK */
 	/* what the WRITE being read carries: PSN first_psn + i holds the bytes at offset
 	 * buf_off + i * mtu of rc_fill(seed) */
 	uint32_t first_psn, npkts, seed;
 	size_t buf_off;
 };
+
+/* rc_defaults for a test against the scripted responder: the wire path (URNIC_SHM=0: the
+ * responder is a plain socket), 1 MiB, path MTU 1024. */
+struct rc_opts script_peer_defaults(const char *name);
 
 /* Binds UDP 4791 on a loopback address next to rc's that no other process holds, and connects
  * rc->qp[0] to it with sq_psn as the requester's first PSN. Needs URNIC_SHM=0 and one QP. */
@@ -35,6 +40,20 @@ int64_t script_peer_recv(struct rc *rc, struct script_peer *p, unsigned ms);
 
 /* Reads and discards packets until none comes for ms; returns how many. */
 unsigned script_peer_drain(struct rc *rc, struct script_peer *p, unsigned ms);
+
+/* Teaches the requester a round trip of about 8 ms and a silence of 60 ms, so that its
+ * retransmission timer (at least twice the longest silence) stands at about 120 ms, well after
+ * what a round trip decides (a held NAK after about 12 ms, a tail loss probe after 16): a
+ * one-packet WRITE each, PSN first_psn + k from rc->buf + k * mtu to the same offset, ACKed after
+ * a delay. Fails if the timer expired meanwhile. The test's own WRITEs follow from PSN
+ * first_psn + SCRIPT_PEER_WARMUPS. */
+#define SCRIPT_PEER_WARMUPS 21
+void script_peer_warm_up(struct rc *rc, struct script_peer *p);
+
+/* Posts an npkts-packet WRITE from PSN first (rc->buf at (first - first_psn) * mtu, to the same
+ * offset) and reads its first sending, every packet in order. */
+void script_peer_write(struct rc *rc, struct script_peer *p, uint64_t wr_id, uint32_t first,
+		       uint32_t npkts);
 
 /* Sends an ACK, or a PSN-sequence NAK, naming psn. */
 void script_peer_send_aeth(struct rc *rc, struct script_peer *p, enum urnic_aeth_type type,

@@ -14,7 +14,6 @@
  * forged NAKs and ACKs. */
 #include "script_peer.h"
 
-#include <stdlib.h>
 
 #include "common/stats.h"
 
@@ -110,10 +109,7 @@ static int test(struct rc *rc)
 
 int main(void)
 {
-	struct rc_opts o = rc_defaults("rc_nak_ahead");
+	struct rc_opts o = script_peer_defaults("rc_nak_ahead");
 
-	setenv("URNIC_SHM", "0", 1); /* the responder is a plain socket */
-	o.buf_size = RC_MIB;
-	o.path_mtu = IBV_MTU_1024;
 	return rc_run_local(&o, test);
 }
