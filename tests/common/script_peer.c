@@ -171,6 +171,7 @@ void script_peer_warm_up(struct rc *rc, struct script_peer *p)
 	struct rc_wr w;
 	struct ibv_wc wc;
 
+	rc_fill(rc->buf, (size_t)p->npkts * rc->mtu, p->seed);
 	rc_read_counters(rc, before);
 	rc_step(rc, "%d one-packet WRITEs, ACKed after 5 to 60 ms, then 8 ms", SCRIPT_PEER_WARMUPS);
 	for (uint32_t k = 0; k < SCRIPT_PEER_WARMUPS; k++) {

@@ -45,8 +45,8 @@ unsigned script_peer_drain(struct rc *rc, struct script_peer *p, unsigned ms);
  * retransmission timer (at least twice the longest silence) stands at about 120 ms, well after
  * what a round trip decides (a held NAK after about 12 ms, a tail loss probe after 16): a
  * one-packet WRITE each, PSN first_psn + k from rc->buf + k * mtu to the same offset, ACKed after
- * a delay. Fails if the timer expired meanwhile. The test's own WRITEs follow from PSN
- * first_psn + SCRIPT_PEER_WARMUPS. */
+ * a delay. Fills rc->buf for all of p's npkts packets first; fails if the timer expired. The
+ * test's own WRITEs follow from PSN first_psn + SCRIPT_PEER_WARMUPS. */
 #define SCRIPT_PEER_WARMUPS 21
 void script_peer_warm_up(struct rc *rc, struct script_peer *p);
 

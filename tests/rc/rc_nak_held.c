@@ -53,7 +53,6 @@ static int test(struct rc *rc, bool acked)
 	struct ibv_wc wc;
 
 	script_peer_open(rc, &p, SQ_PSN);
-	rc_fill(rc->buf, (SCRIPT_PEER_WARMUPS + NPKTS) * rc->mtu, SEED);
 	script_peer_warm_up(rc, &p);
 	uint32_t warm_reads = p.received; /* probes of the warm-ups included */
 

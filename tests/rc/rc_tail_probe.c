@@ -27,7 +27,6 @@ static int test(struct rc *rc)
 	struct ibv_wc wc;
 
 	script_peer_open(rc, &p, SQ_PSN);
-	rc_fill(rc->buf, (SCRIPT_PEER_WARMUPS + NPKTS) * rc->mtu, SEED);
 	script_peer_warm_up(rc, &p);
 	rc_read_counters(rc, before);
 	script_peer_write(rc, &p, 99, first, NPKTS);
