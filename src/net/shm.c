@@ -542,11 +542,11 @@ static int consume(struct urnic_net *net, struct shm_in *in, struct urnic_rxpkt 
 		uint32_t len = atomic_load_explicit((_Atomic uint32_t *)&rec->len,
 						    memory_order_relaxed);
 
-		if (len == REC_WRAP) {
-			at += RING_BYTES - pos;
+		if (len == REC_WRAP && at + (RING_BYTES - pos) <= head) {
+			at += RING_BYTES - pos; /* a producer wraps only within what it publishes */
 			continue;
 		}
-		if (len > URNIC_SHM_PKT_LEN || pos + rec_size(len) > RING_BYTES ||
+		if (len > URNIC_SHM_PKT_LEN || pos + rec_size(len) > RING_BYTES || /* or REC_WRAP */
 		    at + rec_size(len) > head) {
 			mark_broken(net, in);
 			break;

@@ -1,8 +1,9 @@
 /* test_shm_hostile: a ring producer that writes what no urnic producer writes (a record longer
- * than any packet, a head beyond the ring) loses its ring: the consumer reads nothing of it, and
- * nothing beyond it, counts it once in shm_ring_broken, and neither busy-waits on it nor refuses
- * to sleep because of what is left in it. Each producer is a urnic device of this process whose
- * ring the test then scribbles on through /dev/shm, as a hostile process of this user could. */
+ * than any packet, a head beyond the ring, a record across the ring's end, a wrap record past the
+ * head) loses its ring: the consumer reads nothing of it, and nothing beyond it, counts it once in
+ * shm_ring_broken, and neither busy-waits on it nor refuses to sleep because of what is left in
+ * it. Each producer is a urnic device of this process whose ring the test then scribbles on
+ * through /dev/shm, as a hostile process of this user could. */
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -125,6 +126,28 @@ static void head_beyond(struct shm_ring *ring)
 	atomic_store(&ring->head, atomic_load(&ring->tail) + RING_BYTES + REC_ALIGN);
 }
 
+/* A record that starts in the ring's last slot and runs past its end: both ends moved there, as
+ * only a process writing the ring by hand can. */
+static void across_end(struct shm_ring *ring)
+{
+	uint64_t at = (atomic_load(&ring->head) / RING_BYTES + 1) * RING_BYTES - REC_ALIGN;
+	struct shm_rec *rec = (struct shm_rec *)(ring->data + at % RING_BYTES);
+
+	rec->len = 256; /* its slot holds REC_ALIGN bytes */
+	atomic_store(&ring->tail, at);
+	atomic_store(&ring->head, at + 5 * REC_ALIGN);
+}
+
+/* A wrap record whose padding reaches past the head: a producer wraps only when the ring's end
+ * is part of what it publishes. */
+static void wrap_past_head(struct shm_ring *ring)
+{
+	uint64_t head = atomic_load(&ring->head);
+
+	((struct shm_rec *)(ring->data + head % RING_BYTES))->len = REC_WRAP;
+	atomic_store(&ring->head, head + REC_ALIGN);
+}
+
 int main(void)
 {
 	struct urnic_net a;
@@ -134,6 +157,8 @@ int main(void)
 	a.counters = counters;
 	case_broken(&a, "127.88.1.2", "a record longer than any packet", too_long, 1);
 	case_broken(&a, "127.88.1.3", "a head beyond the ring", head_beyond, 2);
+	case_broken(&a, "127.88.1.4", "a record across the ring's end", across_end, 3);
+	case_broken(&a, "127.88.1.5", "a wrap record past the head", wrap_past_head, 4);
 	urnic_net_close(&a);
 	return 0;
 }
