@@ -250,6 +250,7 @@ struct urnic_rtx {
 	uint64_t goback_ns;
 	uint64_t nak_held_at; /* ns: when a NAK held as maybe stale is judged; 0: none held */
 	uint64_t probe_at;    /* ns: when a tail loss probe goes; 0: none due */
+	uint64_t probe_from;  /* ns: the progress (or send into an idle QP) it is timed from */
 	bool probed;          /* a probe went since the last progress: no sample, no other probe */
 	/* silences: how long the peer may go quiet without loss (a stalled guest, a busy CPU) */
 	uint64_t quiet_since_ns; /* last progress, or the send into an idle QP; 0: not timed */

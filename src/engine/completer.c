@@ -258,6 +258,8 @@ static void on_read_response(struct urnic_qp *qp, const struct urnic_rxpkt *pkt,
 		if (!qp->read_gap_asked && psn_diff(psn, psn_add(w->first_psn, w->sent)) < 0) {
 			qp->read_gap_asked = true;
 			retry(qp, expected);
+		} else {
+			urnic_rtx_read_gap(qp, expected);
 		}
 		return;
 	}
@@ -365,11 +367,16 @@ void urnic_comp_timers(struct urnic_qp *qp, uint64_t now, struct urnic_txbatch *
 		urnic_qp_count(qp, URNIC_C_tail_probes, 1);
 		urnic_rtx_probing(qp);
 		urnic_req_run(qp, b);
+		if (qp->ibv.state != IBV_QPS_RTS)
+			return;
 	}
 	if (urnic_rtx_held_nak_due(qp, now)) { /* the retransmission was lost too */
+		qp->read_gap_asked = false;
 		urnic_qp_count(qp, URNIC_C_held_naks, 1);
 		urnic_req_retransmit_from(qp, qp->snd_una);
 		urnic_req_run(qp, b);
+		if (qp->ibv.state != IBV_QPS_RTS)
+			return;
 		urnic_rtx_arm(qp);
 	}
 	if (urnic_rtx_expired(qp, now)) { /* free of retry_cnt: see retransmit.c */

@@ -103,6 +103,7 @@ void urnic_qp_error(struct urnic_qp *qp)
 	if (qp->stats)
 		qp->stats->state = IBV_QPS_ERR;
 	qp->ack_deadline = qp->rnr_deadline = qp->held_until = 0;
+	urnic_rtx_reset(qp); /* a timer left running would keep the engine scanning for nothing */
 	qp->in_send = qp->in_write = false;
 	qp->rd_count = 0;
 	urnic_qp_flush(qp);

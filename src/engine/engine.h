@@ -45,8 +45,8 @@ void urnic_req_run(struct urnic_qp *qp, struct urnic_txbatch *b);
 /* Go back to psn (NAK, timeout, implicit NAK) and send again from there. */
 void urnic_req_retransmit_from(struct urnic_qp *qp, uint32_t psn);
 /* What a tail loss probe would send now (the cursor at the highest PSN sent, something
- * outstanding): the last packet again, asking for an ACK (a SEND's or WRITE's), a READ request
- * from the first missing response, or nothing (an atomic, or no probe due). */
+ * outstanding): the last packet again, asking for an ACK (a SEND's or WRITE's, if the window
+ * lets it go), a READ request from the first missing response, or nothing (an atomic). */
 enum urnic_probe { URNIC_PROBE_NONE, URNIC_PROBE_PACKET, URNIC_PROBE_READ };
 enum urnic_probe urnic_req_probe_kind(struct urnic_qp *qp);
 /* Moves the cursor back for the probe urnic_req_probe_kind names; false, and nothing moved,
@@ -87,9 +87,14 @@ void urnic_rtx_retransmitting(struct urnic_qp *qp, uint32_t psn);
 /* A PSN-sequence NAK for psn may repeat one the requester already went back for: it is held
  * (see urnic_rtx_held_nak_due) and not acted on now. */
 bool urnic_rtx_nak_is_stale(struct urnic_qp *qp, uint32_t psn);
+/* A READ response past the expected one arrived: if the requester went back to expected, held
+ * as a NAK would be. */
+void urnic_rtx_read_gap(struct urnic_qp *qp, uint32_t expected);
 /* A held NAK's round trip is over and the retransmission it named is still unacknowledged:
  * the caller goes back to snd_una. */
 bool urnic_rtx_held_nak_due(struct urnic_qp *qp, uint64_t now);
+/* The requester sent more with the timer running: the tail loss probe may be due now. */
+void urnic_rtx_sent_more(struct urnic_qp *qp);
 /* Two round trips without progress: the caller sends a tail loss probe (urnic_req_probe). */
 bool urnic_rtx_probe_due(struct urnic_qp *qp, uint64_t now);
 /* A probe goes now: no round-trip sample until the next progress, and no other probe. */

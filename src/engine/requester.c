@@ -281,6 +281,8 @@ void urnic_req_run(struct urnic_qp *qp, struct urnic_txbatch *b)
 		urnic_comp_arm_timer(qp);
 	else if (sent_any && !qp->rtx.deadline)
 		urnic_rtx_arm(qp);
+	else if (sent_any)
+		urnic_rtx_sent_more(qp);
 }
 
 /* Moves the send cursor back to psn: the first WQE not complete whose PSNs reach past psn goes
@@ -369,7 +371,10 @@ enum urnic_probe urnic_req_probe_kind(struct urnic_qp *qp)
 
 	if (!w || wqe_is_atomic(w) || qp->ibv.qp_type != IBV_QPT_RC)
 		return URNIC_PROBE_NONE;
-	return w->opcode == IBV_WR_RDMA_READ ? URNIC_PROBE_READ : URNIC_PROBE_PACKET;
+	if (w->opcode == IBV_WR_RDMA_READ)
+		return URNIC_PROBE_READ;
+	/* sent again, the last packet must fit the window (its first sending counted in it) */
+	return inflight(qp) - 1 < urnic_rtx_window(qp) ? URNIC_PROBE_PACKET : URNIC_PROBE_NONE;
 }
 
 bool urnic_req_probe(struct urnic_qp *qp)

@@ -28,7 +28,10 @@
  * requester goes back again unless an ACK of the retransmitted PSN came first. The NAK proves
  * the responder alive and waiting, so that wait is the round trip alone, not the timer with its
  * floor and its allowance for silences (under 5% loss those made a lost retransmission cost 5 to
- * 11 ms, most of the transfer's time). A NAK later than a round trip is acted on at once.
+ * 11 ms, most of the transfer's time). A NAK later than a round trip is acted on at once. A
+ * READ's response gap is the same sign for a READ asked again from its first missing response:
+ * responses past it still arrive, from the first request or from the second, and the missing
+ * one has not come; it is held the same way.
  *
  * Tail loss probes: when the packets still unacknowledged are the last the requester can send
  * (its window is full, or its send queue holds no more), a lost packet near their end, or the
@@ -40,9 +43,12 @@
  * lost tail (its last responses) is as silent: its probe asks again from the first missing
  * response, as the timer would, without the timer's 2 ms floor, back-off or window cut; but not
  * within the silence floor, since a stalled responder would answer it with a second response
- * stream (see Silences). Never an atomic.
- * Once per progress; no round-trip sample crosses it. A probe into a stalled responder costs
- * one packet (a READ: a slice of responses sent twice); the timer still decides.
+ * stream (see Silences), nor while recovering from a go-back. An atomic is never the probe (a
+ * READ's probe resends one between snd_una and the READ: the responder replays it from its
+ * cache). No probe past the window.
+ * Once per progress, timed from it or from the last go-back (a send after either arms it); no
+ * round-trip sample crosses it. A probe into a stalled responder costs one packet (a READ: a
+ * slice of responses sent twice); the timer still decides.
  *
  * Congestion: many QPs towards one receiver can send more than its socket buffer holds (1024
  * QPs with two 64 KiB WRITEs each put 128 MiB in flight; the kernel drops what does not fit).
@@ -74,10 +80,11 @@ void urnic_rtx_reset(struct urnic_qp *qp)
 	qp->rtx = (struct urnic_rtx){0};
 }
 
-/* Something is outstanding that an ACK, not an RNR wait, will answer. */
+/* Something is outstanding that an ACK, not an RNR wait, will answer (never in ERR: a timer
+ * armed there would keep the engine scanning for nothing). */
 static bool awaiting_ack(const struct urnic_qp *qp)
 {
-	return qp->snd_una != qp->snd_nxt && !qp->rnr_deadline;
+	return qp->ibv.state == IBV_QPS_RTS && qp->snd_una != qp->snd_nxt && !qp->rnr_deadline;
 }
 
 /* The longest recent silence, halved for each URNIC_SILENCE_HALF_NS since it was last halved. */
@@ -121,9 +128,10 @@ static uint64_t rto_ns(struct urnic_rtx *r, uint64_t cap, uint64_t now)
 	return rto < cap ? rto : cap;
 }
 
-/* A probe two round trips from now (a READ's, no sooner than the timer's silence floor), when a
- * round trip is known, it comes before the timer, and none went since the last progress. */
-static void arm_probe(struct urnic_qp *qp, uint64_t now)
+/* When a probe may go, counting from r->probe_from: two round trips (a READ's, no sooner than
+ * the timer's silence floor, and not while a go-back is being recovered from); 0 when none may
+ * (no round trip known, one went since the last progress, nothing to probe with). */
+static uint64_t probe_time(struct urnic_qp *qp, uint64_t now)
 {
 	struct urnic_rtx *r = &qp->rtx;
 	enum urnic_probe kind = r->srtt_ns && !r->probed ? urnic_req_probe_kind(qp)
@@ -131,13 +139,28 @@ static void arm_probe(struct urnic_qp *qp, uint64_t now)
 	uint64_t wait = 2 * r->srtt_ns;
 	uint64_t quiet = URNIC_RTO_SILENCE_MULT * decayed_silence(r, now);
 
-	r->probe_at = 0;
+	if (kind == URNIC_PROBE_READ && r->recovering)
+		return 0; /* gone back already: a READ asked again once is enough until it ends */
 	if (kind == URNIC_PROBE_READ && wait < quiet)
 		wait = quiet;
-	if (kind == URNIC_PROBE_NONE || now + wait >= r->deadline)
-		return;
-	r->probe_at = now + wait;
-	urnic_engine_deadline(qp->dev, r->probe_at);
+	return kind == URNIC_PROBE_NONE ? 0 : r->probe_from + wait;
+}
+
+/* Schedules the probe, if one may go before the timer. */
+static void arm_probe(struct urnic_qp *qp, uint64_t now)
+{
+	struct urnic_rtx *r = &qp->rtx;
+	uint64_t at = probe_time(qp, now);
+
+	r->probe_at = at && at < r->deadline ? at : 0;
+	if (r->probe_at)
+		urnic_engine_deadline(qp->dev, r->probe_at);
+}
+
+void urnic_rtx_sent_more(struct urnic_qp *qp)
+{
+	if (!qp->rtx.probe_at && qp->rtx.deadline)
+		arm_probe(qp, urnic_now_ns());
 }
 
 void urnic_rtx_arm(struct urnic_qp *qp)
@@ -153,6 +176,7 @@ void urnic_rtx_arm(struct urnic_qp *qp)
 
 	qp->rtx.deadline = now + rto_ns(&qp->rtx, cap, now);
 	urnic_engine_deadline(qp->dev, qp->rtx.deadline);
+	qp->rtx.probe_from = now;
 	arm_probe(qp, now);
 }
 
@@ -259,9 +283,11 @@ void urnic_rtx_acked(struct urnic_qp *qp, uint32_t una, uint32_t acked)
 	struct urnic_rtx *r = &qp->rtx;
 
 	r->backoff = 0;
-	r->probed = false;
 	open_cwnd(qp, acked);
+	/* timed even across a probe: one packet, answered with where the responder stands, ends a
+	 * silence no sooner than the responder could have; a go-back's silence stays untimed */
 	time_silence(r, urnic_now_ns());
+	r->probed = false;
 	if (una == qp->snd_nxt)
 		r->quiet_since_ns = 0; /* idle: the time until the next send is no silence */
 	if (r->recovering && psn_diff(una, r->recover_psn) >= 0)
@@ -286,7 +312,8 @@ static uint64_t nak_rttvar_ns(const struct urnic_rtx *r)
 	return r->srtt_ns ? r->rttvar_ns : URNIC_RTO_MIN_NS / 8;
 }
 
-/* A NAK maybe stale: judged a round trip after the go-back (once per go-back). */
+/* A NAK maybe stale, or a READ response gap after a go-back: judged a round trip after the
+ * go-back (once per go-back). */
 static void hold_nak(struct urnic_qp *qp)
 {
 	struct urnic_rtx *r = &qp->rtx;
@@ -308,6 +335,12 @@ bool urnic_rtx_nak_is_stale(struct urnic_qp *qp, uint32_t psn)
 	return stale;
 }
 
+void urnic_rtx_read_gap(struct urnic_qp *qp, uint32_t expected)
+{
+	if (qp->rtx.goback_ns && expected == qp->rtx.goback_psn)
+		hold_nak(qp);
+}
+
 bool urnic_rtx_held_nak_due(struct urnic_qp *qp, uint64_t now)
 {
 	struct urnic_rtx *r = &qp->rtx;
@@ -327,6 +360,8 @@ void urnic_rtx_retransmitting(struct urnic_qp *qp, uint32_t psn)
 	r->goback_psn = psn;
 	r->goback_ns = urnic_now_ns();
 	r->nak_held_at = 0; /* a NAK held for the last go-back is answered by this one */
+	r->probe_at = 0; /* what it sends re-arms the probe, two round trips from now */
+	r->probe_from = r->goback_ns;
 	if (!r->recovering || psn_diff(qp->snd_nxt, r->recover_psn) > 0)
 		r->recover_psn = qp->snd_nxt;
 	r->recovering = true;
@@ -338,8 +373,14 @@ bool urnic_rtx_probe_due(struct urnic_qp *qp, uint64_t now)
 
 	if (!r->probe_at || now < r->probe_at)
 		return false;
+	uint64_t at = probe_time(qp, now); /* what is last sent may have changed since */
+
 	r->probe_at = 0;
-	return awaiting_ack(qp);
+	if (at > now) { /* later, or not at all */
+		arm_probe(qp, now);
+		return false;
+	}
+	return at && awaiting_ack(qp);
 }
 
 void urnic_rtx_probing(struct urnic_qp *qp)
