@@ -335,6 +335,17 @@ void urnic_comp_rx(struct urnic_qp *qp, const struct urnic_rxpkt *pkt, struct ur
 	urnic_req_run(qp, b);
 }
 
+/* A go-back to the oldest unacknowledged PSN that retry_cnt does not pay for (retransmit.c: a
+ * held NAK found right, or the fast timer), counted under why. */
+static void go_back_free(struct urnic_qp *qp, struct urnic_txbatch *b, enum urnic_counter why)
+{
+	qp->read_gap_asked = false;
+	urnic_qp_count(qp, why, 1);
+	urnic_req_retransmit_from(qp, qp->snd_una);
+	urnic_req_run(qp, b);
+	urnic_rtx_arm(qp);
+}
+
 void urnic_comp_timers(struct urnic_qp *qp, uint64_t now, struct urnic_txbatch *b)
 {
 	/* packets held back: is there room now? (READ responses try again in this same scan) */
@@ -367,23 +378,10 @@ void urnic_comp_timers(struct urnic_qp *qp, uint64_t now, struct urnic_txbatch *
 		urnic_qp_count(qp, URNIC_C_tail_probes, 1);
 		urnic_rtx_probing(qp);
 		urnic_req_run(qp, b);
-		if (qp->ibv.state != IBV_QPS_RTS)
-			return;
 	}
-	if (urnic_rtx_held_nak_due(qp, now)) { /* the retransmission was lost too */
-		qp->read_gap_asked = false;
-		urnic_qp_count(qp, URNIC_C_held_naks, 1);
-		urnic_req_retransmit_from(qp, qp->snd_una);
-		urnic_req_run(qp, b);
-		if (qp->ibv.state != IBV_QPS_RTS)
-			return;
-		urnic_rtx_arm(qp);
-	}
-	if (urnic_rtx_expired(qp, now)) { /* free of retry_cnt: see retransmit.c */
-		qp->read_gap_asked = false;
-		urnic_qp_count(qp, URNIC_C_rto_expiries, 1);
-		urnic_req_retransmit_from(qp, qp->snd_una);
-		urnic_req_run(qp, b);
-		urnic_rtx_arm(qp);
-	}
+	/* (none of the rtx timers is due, and none arms, once the QP is in ERR) */
+	if (urnic_rtx_held_nak_due(qp, now)) /* the retransmission was lost too */
+		go_back_free(qp, b, URNIC_C_held_naks);
+	if (urnic_rtx_expired(qp, now))
+		go_back_free(qp, b, URNIC_C_rto_expiries);
 }

@@ -546,7 +546,8 @@ static int consume(struct urnic_net *net, struct shm_in *in, struct urnic_rxpkt 
 			at += RING_BYTES - pos; /* a producer wraps only within what it publishes */
 			continue;
 		}
-		if (len > URNIC_SHM_PKT_LEN || pos + rec_size(len) > RING_BYTES || /* or REC_WRAP */
+		/* a wrap record past the head fails here too: REC_WRAP exceeds any length */
+		if (len > URNIC_SHM_PKT_LEN || pos + rec_size(len) > RING_BYTES ||
 		    at + rec_size(len) > head) {
 			mark_broken(net, in);
 			break;
