@@ -1,5 +1,6 @@
 /* crc32.c - the Ethernet CRC-32 register update that the ICRC runs over every payload byte:
- * carry-less multiplication (PCLMULQDQ) where the CPU has it, slicing-by-16 tables otherwise. */
+ * carry-less multiplication (VPCLMULQDQ on 512-bit registers, or PCLMULQDQ) where the CPU has
+ * it, slicing-by-16 tables otherwise. */
 
 /*
  * Representation. The register is the reflected one of the Ethernet CRC: bit m of a 32-bit value
@@ -18,6 +19,13 @@
  * the last 16-byte block and the tail under 16 bytes go through the tables. The constants are
  * computed here from P, not copied: fold_constant() below.
  *
+ * Where the CPU has VPCLMULQDQ and AVX-512, the same folds run on 512-bit registers: each holds
+ * four blocks, one per 128-bit lane, and one instruction multiplies all four lanes by their
+ * constants. Sixteen blocks (256 bytes) fold in parallel 2048 bits ahead; the four registers fold
+ * into one 512 bits at a time, its four lanes into one 128 bits at a time, and the 128-bit code
+ * takes over. On this project's machine that is 3.5 times the 128-bit speed (test_crc32: 48
+ * against 13.5 GB/s at 4 KiB).
+ *
  * The register enters the message by being xored into its first 32 bits: with a zero initial
  * register the CRC of M ^ r x^(n - 32) is the CRC of M started from r.
  */
@@ -35,11 +43,13 @@
 
 #define CRC_SLICES 16
 #define CLMUL_MIN_LEN 64 /* below four blocks the tables are as fast */
+#define VPCLMUL_MIN_LEN 256 /* sixteen blocks: one turn of the 512-bit loop */
 
 /* crc_table[k][b]: the register after byte b and k zero bytes, from zero. */
 static uint32_t crc_table[CRC_SLICES][256];
 static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
-static enum urnic_crc32_impl crc_impl = URNIC_CRC32_TABLE;
+static enum urnic_crc32_impl crc_impl = URNIC_CRC32_TABLE;  /* in use */
+static enum urnic_crc32_impl crc_avail = URNIC_CRC32_TABLE; /* the best this CPU has */
 
 static uint32_t table_update(uint32_t crc, const uint8_t *p, size_t n)
 {
@@ -64,7 +74,7 @@ static uint32_t table_update(uint32_t crc, const uint8_t *p, size_t n)
 #ifdef URNIC_HAVE_CLMUL
 /* Per fold distance: the multiplier of the low lane (the block's high-degree half) and of the
  * high lane, as one 128-bit operand. */
-static __m128i fold_512, fold_128;
+static __m128i fold_512, fold_128, fold_2048;
 
 /* x^n mod P, reflected. */
 static uint32_t x_pow_mod(unsigned n)
@@ -121,7 +131,63 @@ __attribute__((target("pclmul,sse2"))) static uint32_t clmul_update(uint32_t crc
 	_mm_storeu_si128((__m128i *)last, x0);
 	return table_update(table_update(0, last, sizeof(last)), p, n);
 }
+
+__attribute__((target("avx512f,vpclmulqdq"))) static inline __m512i
+fold_x4(__m512i acc, __m512i k, __m512i next)
+{
+	__m512i from_low = _mm512_clmulepi64_epi128(acc, k, 0x00);
+	__m512i from_high = _mm512_clmulepi64_epi128(acc, k, 0x11);
+
+	return _mm512_ternarylogic_epi64(from_low, from_high, next, 0x96); /* a ^ b ^ c */
+}
+
+/* n >= VPCLMUL_MIN_LEN. Folds 256-byte strides in 512-bit registers down to one 128-bit block,
+ * then hands that block and the rest to the 128-bit loop's tail. */
+__attribute__((target("avx512f,vpclmulqdq,pclmul,avx"))) static uint32_t
+vpclmul_update(uint32_t crc, const uint8_t *p, size_t n)
+{
+	const __m512i k2048 = _mm512_broadcast_i32x4(fold_2048);
+	const __m512i k512 = _mm512_broadcast_i32x4(fold_512);
+	__m512i x0 = _mm512_loadu_si512(p), x1 = _mm512_loadu_si512(p + 64);
+	__m512i x2 = _mm512_loadu_si512(p + 128), x3 = _mm512_loadu_si512(p + 192);
+	uint8_t last[16];
+
+	x0 = _mm512_xor_si512(x0, _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)crc)));
+	for (p += 256, n -= 256; n >= 256; p += 256, n -= 256) {
+		x0 = fold_x4(x0, k2048, _mm512_loadu_si512(p));
+		x1 = fold_x4(x1, k2048, _mm512_loadu_si512(p + 64));
+		x2 = fold_x4(x2, k2048, _mm512_loadu_si512(p + 128));
+		x3 = fold_x4(x3, k2048, _mm512_loadu_si512(p + 192));
+	}
+	x0 = fold_x4(x0, k512, x1);
+	x0 = fold_x4(x0, k512, x2);
+	x0 = fold_x4(x0, k512, x3);
+	__m128i b = fold(_mm512_extracti32x4_epi32(x0, 0), fold_128,
+			 _mm512_extracti32x4_epi32(x0, 1));
+
+	b = fold(b, fold_128, _mm512_extracti32x4_epi32(x0, 2));
+	b = fold(b, fold_128, _mm512_extracti32x4_epi32(x0, 3));
+	/* Upper register halves left dirty make the caller's SSE code merge into them (half
+	 * speed for the 128-bit loop in test_crc32): clear them, the compiler did not here. */
+	_mm256_zeroupper();
+	for (; n >= 16; p += 16, n -= 16)
+		b = fold(b, fold_128, _mm_loadu_si128((const __m128i *)p));
+	_mm_storeu_si128((__m128i *)last, b);
+	return table_update(table_update(0, last, sizeof(last)), p, n);
+}
 #endif
+
+static enum urnic_crc32_impl impl_named(const char *name, enum urnic_crc32_impl dflt)
+{
+	static const char *const names[] = {
+	    [URNIC_CRC32_TABLE] = "table", [URNIC_CRC32_CLMUL] = "clmul",
+	    [URNIC_CRC32_VPCLMUL] = "vpclmul"};
+
+	for (unsigned i = 0; name && i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(name, names[i]) == 0)
+			return (enum urnic_crc32_impl)i < dflt ? (enum urnic_crc32_impl)i : dflt;
+	return dflt;
+}
 
 static void crc32_init(void)
 {
@@ -141,13 +207,16 @@ static void crc32_init(void)
 			crc_table[k][b] = (c >> 8) ^ crc_table[0][c & 0xff];
 		}
 #ifdef URNIC_HAVE_CLMUL
+	fold_2048 = fold_pair(2048);
 	fold_512 = fold_pair(512);
 	fold_128 = fold_pair(128);
-	if (__builtin_cpu_supports("pclmul") && !(force && strcmp(force, "table") == 0))
-		crc_impl = URNIC_CRC32_CLMUL;
-#else
-	(void)force;
+	if (__builtin_cpu_supports("pclmul"))
+		crc_avail = URNIC_CRC32_CLMUL;
+	if (crc_avail == URNIC_CRC32_CLMUL && __builtin_cpu_supports("vpclmulqdq") &&
+	    __builtin_cpu_supports("avx512f"))
+		crc_avail = URNIC_CRC32_VPCLMUL;
 #endif
+	crc_impl = impl_named(force, crc_avail);
 }
 
 enum urnic_crc32_impl urnic_crc32_impl(void)
@@ -156,14 +225,16 @@ enum urnic_crc32_impl urnic_crc32_impl(void)
 	return crc_impl;
 }
 
-/* Tables initialised: impl where the CPU allows it, else the tables. */
+/* Tables initialised: impl or the best below it that the CPU has and that n is worth. */
 static uint32_t update(enum urnic_crc32_impl impl, uint32_t crc, const uint8_t *p, size_t n)
 {
+	if (impl > crc_avail)
+		impl = crc_avail;
 #ifdef URNIC_HAVE_CLMUL
-	if (impl == URNIC_CRC32_CLMUL && crc_impl == URNIC_CRC32_CLMUL && n >= CLMUL_MIN_LEN)
+	if (impl == URNIC_CRC32_VPCLMUL && n >= VPCLMUL_MIN_LEN)
+		return vpclmul_update(crc, p, n);
+	if (impl >= URNIC_CRC32_CLMUL && n >= CLMUL_MIN_LEN)
 		return clmul_update(crc, p, n);
-#else
-	(void)impl;
 #endif
 	return table_update(crc, p, n);
 }

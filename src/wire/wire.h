@@ -311,12 +311,12 @@ static inline uint32_t urnic_mtu_bytes(int ib_mtu)
  *      with its reserved byte masked, and everything after it up to the ICRC ---- */
 
 /* The CRC-32 register (reflected 0x04C11DB7, no initial value or final xor applied) advanced over
- * n bytes: carry-less multiplication where the CPU has PCLMULQDQ, tables otherwise or when
- * URNIC_ICRC=table is set (crc32.c). _with forces one implementation, for tests and benchmarks;
- * asking for CLMUL where it is unavailable gives the tables. */
+ * n bytes: carry-less multiplication where the CPU has VPCLMULQDQ with AVX-512 or PCLMULQDQ,
+ * tables otherwise; URNIC_ICRC=table or =clmul caps the choice (crc32.c). _with asks for one
+ * implementation, for tests and benchmarks, and gets the best below it that the CPU has. */
 #define URNIC_CRC32_POLY 0xedb88320u /* 0x04C11DB7, bit-reflected */
 #define URNIC_GF2_ONE 0x80000000u    /* the polynomial 1 in the reflected representation */
-enum urnic_crc32_impl { URNIC_CRC32_TABLE, URNIC_CRC32_CLMUL };
+enum urnic_crc32_impl { URNIC_CRC32_TABLE, URNIC_CRC32_CLMUL, URNIC_CRC32_VPCLMUL };
 enum urnic_crc32_impl urnic_crc32_impl(void);
 uint32_t urnic_crc32_update(uint32_t crc, const void *data, size_t n);
 uint32_t urnic_crc32_update_with(enum urnic_crc32_impl impl, uint32_t crc, const void *data,
