@@ -177,6 +177,38 @@ vpclmul_update(uint32_t crc, const uint8_t *p, size_t n)
 }
 #endif
 
+/* r x^32 mod P: the register after four zero bytes. */
+static uint32_t times_x32(uint32_t r)
+{
+	return crc_table[3][r & 0xff] ^ crc_table[2][(r >> 8) & 0xff] ^
+	       crc_table[1][(r >> 16) & 0xff] ^ crc_table[0][r >> 24];
+}
+
+#ifdef URNIC_HAVE_CLMUL
+/* The carry-less product's bit k is the coefficient of x^(62 - k); one place up, bit k of the
+ * 64-bit value is that of x^(63 - k): its low half is a register times x^32, its high half a
+ * register. */
+__attribute__((target("pclmul,sse2"))) static uint32_t clmul_mul(uint32_t a, uint32_t b)
+{
+	__m128i prod = _mm_clmulepi64_si128(_mm_cvtsi32_si128((int)a), _mm_cvtsi32_si128((int)b), 0);
+	uint64_t v = (uint64_t)_mm_cvtsi128_si64(prod) << 1;
+
+	return times_x32((uint32_t)v) ^ (uint32_t)(v >> 32);
+}
+#endif
+
+static uint32_t bitwise_mul(uint32_t a, uint32_t b)
+{
+	uint32_t r = 0;
+
+	for (uint32_t bit = URNIC_GF2_ONE; bit; bit >>= 1) {
+		if (a & bit)
+			r ^= b;
+		b = (b >> 1) ^ (b & 1 ? URNIC_CRC32_POLY : 0); /* b *= x */
+	}
+	return r;
+}
+
 static enum urnic_crc32_impl impl_named(const char *name, enum urnic_crc32_impl dflt)
 {
 	static const char *const names[] = {
@@ -250,4 +282,14 @@ uint32_t urnic_crc32_update(uint32_t crc, const void *data, size_t n)
 {
 	pthread_once(&crc_once, crc32_init);
 	return update(crc_impl, crc, data, n);
+}
+
+uint32_t urnic_gf2_mul(uint32_t a, uint32_t b)
+{
+	pthread_once(&crc_once, crc32_init);
+#ifdef URNIC_HAVE_CLMUL
+	if (crc_impl >= URNIC_CRC32_CLMUL) /* URNIC_ICRC=table takes the bit loop */
+		return clmul_mul(a, b);
+#endif
+	return bitwise_mul(a, b);
 }

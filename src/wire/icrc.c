@@ -60,19 +60,6 @@ static uint16_t id_of_residual[4][256];
 static uint32_t df_clear_delta;
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
-/* a * b mod P, both reflected. */
-static uint32_t gf2_mul(uint32_t a, uint32_t b)
-{
-	uint32_t r = 0;
-
-	for (uint32_t bit = URNIC_GF2_ONE; bit; bit >>= 1) {
-		if (a & bit)
-			r ^= b;
-		b = (b >> 1) ^ (b & 1 ? URNIC_CRC32_POLY : 0); /* b *= x */
-	}
-	return r;
-}
-
 /* crc0 of the two ID bytes as they stand in the IPv4 header (big-endian). */
 static uint32_t crc0_id(uint16_t id)
 {
@@ -86,8 +73,8 @@ static void build_powers(uint32_t *table, uint32_t step, uint32_t *next)
 {
 	table[0] = URNIC_GF2_ONE;
 	for (int i = 1; i < 256; i++)
-		table[i] = gf2_mul(table[i - 1], step);
-	*next = gf2_mul(table[255], step);
+		table[i] = urnic_gf2_mul(table[i - 1], step);
+	*next = urnic_gf2_mul(table[255], step);
 }
 
 /* Tables of x^(8 * i) and x^(2048 * i) for x (shift) or x^-1 (unshift). */
@@ -96,7 +83,7 @@ static void build_byte_shifts(uint32_t x, uint32_t *lo, uint32_t *hi)
 	uint32_t x8 = URNIC_GF2_ONE, x2048, unused;
 
 	for (int i = 0; i < 8; i++)
-		x8 = gf2_mul(x8, x);
+		x8 = urnic_gf2_mul(x8, x);
 	build_powers(lo, x8, &x2048);
 	build_powers(hi, x2048, &unused);
 }
@@ -141,7 +128,7 @@ static void build_tables(void)
 	build_byte_shifts(URNIC_GF2_ONE >> 1 /* the polynomial x */, shift_lo, shift_hi);
 	build_id_inverse();
 	/* the flags field follows the ID: its crc0 is crc0_id's, un-shifted by those 2 bytes */
-	df_clear_delta = gf2_mul(crc0_id(IP_DF), unshift_lo[2]);
+	df_clear_delta = urnic_gf2_mul(crc0_id(IP_DF), unshift_lo[2]);
 }
 
 /* The masked LRH, IPv4 and UDP headers for a packet whose BTH-to-ICRC part is ib_len bytes. */
@@ -228,7 +215,7 @@ static size_t bytes_after_id(size_t len)
 static uint32_t id_residual(uint16_t delta, size_t after_id)
 {
 	pthread_once(&tables_once, build_tables);
-	return gf2_mul(gf2_mul(crc0_id(delta), shift_lo[after_id & 0xff]), shift_hi[after_id >> 8]);
+	return urnic_gf2_mul(urnic_gf2_mul(crc0_id(delta), shift_lo[after_id & 0xff]), shift_hi[after_id >> 8]);
 }
 
 void urnic_icrc_move_ip_id(uint8_t icrc[4], size_t len, uint16_t from, uint16_t to)
@@ -257,7 +244,7 @@ static int id_of(uint32_t r)
 static bool recover_ip_id(uint32_t residual, size_t after_id, uint16_t *id_hint)
 {
 	uint32_t r =
-	    gf2_mul(gf2_mul(residual, unshift_lo[after_id & 0xff]), unshift_hi[after_id >> 8]);
+	    urnic_gf2_mul(urnic_gf2_mul(residual, unshift_lo[after_id & 0xff]), unshift_hi[after_id >> 8]);
 	int id = id_of(r);
 
 	if (id < 0)

@@ -321,6 +321,9 @@ enum urnic_crc32_impl urnic_crc32_impl(void);
 uint32_t urnic_crc32_update(uint32_t crc, const void *data, size_t n);
 uint32_t urnic_crc32_update_with(enum urnic_crc32_impl impl, uint32_t crc, const void *data,
 				 size_t n);
+/* a * b mod P, both in the register's reflected representation (URNIC_GF2_ONE is 1): one
+ * carry-less multiplication where the CPU has PCLMULQDQ, a bit loop otherwise. */
+uint32_t urnic_gf2_mul(uint32_t a, uint32_t b);
 
 /* What the receiver can know of the IP and UDP headers around a packet. Addresses in network
  * order; ports in host order. The IP ID is not visible to a UDP socket (see icrc.c). */
