@@ -205,6 +205,7 @@ struct urnic_swqe {
 	uint32_t npkts;
 	uint32_t sent;      /* packets (or, for READ, response PSNs requested) sent so far */
 	uint32_t rcvd;      /* READ: response packets placed so far */
+	uint32_t read_slice; /* READ: responses per request, fixed at the first (0: none yet) */
 	struct ibv_sge *sge; /* num_sge entries; for inline, one entry pointing at the inline copy */
 	uint8_t *inline_buf;
 };

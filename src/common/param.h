@@ -29,6 +29,12 @@
 /* Transport tuning. */
 #define URNIC_TX_WINDOW 128   /* packets a requester has outstanding (incl. READ responses) */
 #define URNIC_ACKREQ_EVERY 32 /* AckReq at least this often inside a long message */
+/* A READ request asks for at most this share of the window in responses, so that the next
+ * request goes while the last one's responses still arrive. With one request per window the
+ * window emptied before each request (ib_read_bw -s 1M over UDP, medians of 5: 2698 MiB/s with
+ * 1 slice per window, 4481 with 2, 4385 with 4; 64 MiB READ at 1% loss, 5 seeds: 957 -> 1548 MB/s
+ * with 4, at 5% loss 259 -> 194: more in flight is more to go back over). */
+#define URNIC_READ_SLICES 4
 #define URNIC_RX_SLOTS 32     /* datagrams per recvmmsg */
 #define URNIC_TX_BATCH 64     /* packets per sendmmsg */
 /* UDP GSO/GRO: one send or receive of up to this many packets (the kernel's GRO limit too) ... */

@@ -122,14 +122,32 @@ static enum req_step send_data_packet(struct urnic_qp *qp, struct urnic_swqe *w,
 	return w->sent == w->npkts ? REQ_WQE_DONE : REQ_SENT_PACKET;
 }
 
-/* One READ request asks for at most a window of response packets: the responder has no flow
+static int max_rd_atomic(const struct urnic_qp *qp)
+{
+	return qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1;
+}
+
+/* Response packets one READ request asks for: a slice of the window, so that several fit it
+ * (as many as max_rd_atomic lets go at once) and requests overlap responses. */
+static uint32_t read_slice(const struct urnic_qp *qp)
+{
+	uint32_t slices = (uint32_t)max_rd_atomic(qp) < URNIC_READ_SLICES
+				  ? (uint32_t)max_rd_atomic(qp)
+				  : URNIC_READ_SLICES;
+
+	return qp->window > slices ? qp->window / slices : 1;
+}
+
+/* One READ request asks for at most a slice of response packets: the responder has no flow
  * control of its own, so the requester bounds what can be in flight towards it. Requests cover
  * fixed slices of the WQE, so a retried request (from the first missing response) ends where
  * the original did and the responder's expected PSN stays where both sides think it is. */
 static enum req_step send_read_request(struct urnic_qp *qp, struct urnic_swqe *w,
 				       struct urnic_txbatch *b)
 {
-	uint32_t slice_end = (w->sent / qp->window + 1) * qp->window;
+	if (!w->read_slice)
+		w->read_slice = read_slice(qp);
+	uint32_t slice_end = (w->sent / w->read_slice + 1) * w->read_slice;
 	uint32_t chunk = (slice_end < w->npkts ? slice_end : w->npkts) - w->sent;
 
 	if (inflight(qp) > 0 && inflight(qp) + chunk > urnic_rtx_window(qp))
@@ -196,11 +214,6 @@ static enum req_step send_datagram(struct urnic_qp *qp, struct urnic_swqe *w,
 	w->sent = 1;
 	note_psns(qp, qp->snd_nxt, 1);
 	return REQ_WQE_DONE;
-}
-
-static int max_rd_atomic(const struct urnic_qp *qp)
-{
-	return qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1;
 }
 
 static enum req_step step(struct urnic_qp *qp, struct urnic_swqe *w, struct urnic_txbatch *b)

@@ -64,7 +64,7 @@ static void fill_swqe(struct urnic_qp *qp, struct urnic_swqe *w, const struct ib
 	w->imm = wr->imm_data;
 	w->length = atomic ? 8 : (uint32_t)len;
 	w->state = URNIC_WQE_POSTED;
-	w->sent = w->rcvd = 0;
+	w->sent = w->rcvd = w->read_slice = 0;
 	w->is_inline = (wr->send_flags & IBV_SEND_INLINE) && !atomic &&
 		       wr->opcode != IBV_WR_RDMA_READ;
 	if (qp->ibv.qp_type == IBV_QPT_UD) {

@@ -122,30 +122,88 @@ unsigned script_peer_drain(struct rc *rc, struct script_peer *p, unsigned ms)
 	return n;
 }
 
-void script_peer_send_aeth(struct rc *rc, struct script_peer *p, enum urnic_aeth_type type,
-			   uint32_t psn)
+/* Seals a packet (BTH onwards, with room for the ICRC at its end) and sends it to the
+ * requester. */
+static void send_sealed(struct rc *rc, struct script_peer *p, uint8_t *pkt, size_t len)
 {
-	uint8_t pkt[URNIC_BTH_LEN + URNIC_AETH_LEN + URNIC_ICRC_LEN];
-	const struct urnic_bth_fields f = {.opcode = URNIC_OP_RC | URNIC_OP_ACK,
-					   .pkey = URNIC_DEFAULT_PKEY,
-					   .dqpn = p->requester_qpn,
-					   .psn = psn};
 	const struct urnic_ip4_flow flow = {.saddr = p->addr,
 					    .daddr = p->requester_addr,
 					    .sport = URNIC_ROCEV2_PORT,
 					    .dport = URNIC_ROCEV2_PORT};
-	const struct iovec iov = {.iov_base = pkt, .iov_len = sizeof(pkt) - URNIC_ICRC_LEN};
+	const struct iovec iov = {.iov_base = pkt, .iov_len = len - URNIC_ICRC_LEN};
 	struct sockaddr_in to = {.sin_family = AF_INET,
 				 .sin_port = htons(URNIC_ROCEV2_PORT),
 				 .sin_addr.s_addr = p->requester_addr};
 
+	urnic_icrc_compute(&flow, &iov, 1, iov.iov_len, pkt + iov.iov_len);
+	RC_CHECK(rc, sendto(p->fd, pkt, len, 0, (struct sockaddr *)&to, sizeof(to)) ==
+			     (ssize_t)len,
+		 "sendto: %s", strerror(errno));
+}
+
+static void build_bth(const struct script_peer *p, uint8_t *pkt, uint8_t opcode, uint32_t psn,
+		      unsigned pad)
+{
+	const struct urnic_bth_fields f = {.opcode = opcode,
+					   .padcnt = pad,
+					   .pkey = URNIC_DEFAULT_PKEY,
+					   .dqpn = p->requester_qpn,
+					   .psn = psn};
+
 	urnic_bth_build(pkt, &f);
+}
+
+void script_peer_send_aeth(struct rc *rc, struct script_peer *p, enum urnic_aeth_type type,
+			   uint32_t psn)
+{
+	uint8_t pkt[URNIC_BTH_LEN + URNIC_AETH_LEN + URNIC_ICRC_LEN];
+
+	build_bth(p, pkt, URNIC_OP_RC | URNIC_OP_ACK, psn, 0);
 	aeth_build(pkt + URNIC_BTH_LEN, type,
 		   type == URNIC_AETH_NAK ? URNIC_NAK_PSN_SEQ_ERR : URNIC_AETH_CREDITS_INVALID, 0);
-	urnic_icrc_compute(&flow, &iov, 1, iov.iov_len, pkt + iov.iov_len);
-	RC_CHECK(rc, sendto(p->fd, pkt, sizeof(pkt), 0, (struct sockaddr *)&to, sizeof(to)) ==
-			     (ssize_t)sizeof(pkt),
-		 "sendto: %s", strerror(errno));
+	send_sealed(rc, p, pkt, sizeof(pkt));
+}
+
+int64_t script_peer_recv_read(struct rc *rc, struct script_peer *p, unsigned ms, uint64_t *va,
+			      uint32_t *len)
+{
+	uint8_t pkt[URNIC_RX_BUF_LEN];
+	struct pollfd pfd = {.fd = p->fd, .events = POLLIN};
+	const struct urnic_opcode_info *op = urnic_op(URNIC_OP_READ_REQUEST);
+
+	if (poll(&pfd, 1, (int)ms) <= 0)
+		return -1;
+	ssize_t n = recv(p->fd, pkt, sizeof(pkt), 0);
+
+	RC_CHECK(rc, n == op->hdr_len + URNIC_ICRC_LEN, "recv: %zd (%s)", n, strerror(errno));
+	RC_CHECK(rc, bth_opcode(pkt) == URNIC_OP_READ_REQUEST, "opcode %#x is no READ request",
+		 bth_opcode(pkt));
+	RC_CHECK(rc, bth_dqpn(pkt) == SCRIPT_PEER_QPN, "packet for QPN %#x", bth_dqpn(pkt));
+	RC_CHECK(rc, reth_rkey(pkt + op->reth) == rc->peer.rkey, "READ request with rkey %#x",
+		 reth_rkey(pkt + op->reth));
+	p->received++;
+	*va = reth_va(pkt + op->reth);
+	*len = reth_len(pkt + op->reth);
+	return bth_psn(pkt);
+}
+
+void script_peer_send_read_response(struct rc *rc, struct script_peer *p, uint8_t opcode,
+				    uint32_t psn, const void *payload, uint32_t len)
+{
+	const struct urnic_opcode_info *op = urnic_op(opcode);
+	uint8_t pkt[URNIC_RX_BUF_LEN];
+	uint32_t pad = (4 - len % 4) % 4;
+	size_t n = op->hdr_len + len + pad + URNIC_ICRC_LEN;
+
+	RC_CHECK(rc, (op->mask & (URNIC_M_READ | URNIC_M_RESP)) == (URNIC_M_READ | URNIC_M_RESP) &&
+			 n <= sizeof(pkt),
+		 "no READ response of %u bytes with opcode %#x", len, opcode);
+	build_bth(p, pkt, opcode, psn, pad);
+	if (op->aeth)
+		aeth_build(pkt + op->aeth, URNIC_AETH_ACK, URNIC_AETH_CREDITS_INVALID, 0);
+	memcpy(pkt + op->hdr_len, payload, len);
+	memset(pkt + op->hdr_len + len, 0, pad);
+	send_sealed(rc, p, pkt, n);
 }
 
 /* ACK delays of the warm-ups, in ms: each shorter than the timer the ones before it left (10 ms

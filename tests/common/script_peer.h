@@ -1,6 +1,7 @@
 /* script_peer.h - a scripted RC responder for one-process tests of the requester: a plain UDP
  * socket at another loopback address that reads the requester's WRITE packets (payload checked
- * byte for byte) and answers with forged, ICRC-sealed ACKs and NAKs, when and as the test says.
+ * byte for byte) and READ requests, and answers with forged, ICRC-sealed ACKs, NAKs and READ
+ * responses, when and as the test says.
  * It lets a test stage what a real responder does only by chance: a lost retransmission, a NAK
  * that crosses a go-back. */
 #ifndef URNIC_TEST_SCRIPT_PEER_H
@@ -58,5 +59,15 @@ void script_peer_write(struct rc *rc, struct script_peer *p, uint64_t wr_id, uin
 /* Sends an ACK, or a PSN-sequence NAK, naming psn. */
 void script_peer_send_aeth(struct rc *rc, struct script_peer *p, enum urnic_aeth_type type,
 			   uint32_t psn);
+
+/* The next READ request within ms (checked: for our QPN, with the rkey rc->peer names): its PSN,
+ * with the address and length its RETH asks for, or -1 when none came. */
+int64_t script_peer_recv_read(struct rc *rc, struct script_peer *p, unsigned ms, uint64_t *va,
+			      uint32_t *len);
+
+/* Sends one READ response packet (opcode READ_RESP_FIRST, _MIDDLE, _LAST or _ONLY) at psn with
+ * len bytes of payload, and an ACK's AETH where the opcode has one. */
+void script_peer_send_read_response(struct rc *rc, struct script_peer *p, uint8_t opcode,
+				    uint32_t psn, const void *payload, uint32_t len);
 
 #endif
