@@ -175,7 +175,6 @@ vpclmul_update(uint32_t crc, const uint8_t *p, size_t n)
 	_mm_storeu_si128((__m128i *)last, b);
 	return table_update(table_update(0, last, sizeof(last)), p, n);
 }
-#endif
 
 /* r x^32 mod P: the register after four zero bytes. */
 static uint32_t times_x32(uint32_t r)
@@ -184,7 +183,6 @@ static uint32_t times_x32(uint32_t r)
 	       crc_table[1][(r >> 16) & 0xff] ^ crc_table[0][r >> 24];
 }
 
-#ifdef URNIC_HAVE_CLMUL
 /* The carry-less product's bit k is the coefficient of x^(62 - k); one place up, bit k of the
  * 64-bit value is that of x^(63 - k): its low half is a register times x^32, its high half a
  * register. */
