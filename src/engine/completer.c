@@ -263,6 +263,8 @@ static void on_read_response(struct urnic_qp *qp, const struct urnic_rxpkt *pkt,
 		}
 		return;
 	}
+	if (psn_diff(psn, psn_add(w->first_psn, w->sent)) >= 0)
+		return; /* answers a request not made again since a go-back: asked for later */
 	qp->read_gap_asked = false;
 	uint64_t off = (uint64_t)w->rcvd * qp->mtu;
 	bool last = op->mask & URNIC_M_LAST;

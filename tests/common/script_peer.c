@@ -251,3 +251,17 @@ void script_peer_warm_up(struct rc *rc, struct script_peer *p)
 	RC_CHECK(rc, after[URNIC_C_rto_expiries] == before[URNIC_C_rto_expiries],
 		 "a warm-up's ACK delay outlasted the timer");
 }
+
+void script_peer_send_read_responses(struct rc *rc, struct script_peer *p, uint32_t psn,
+				     uint32_t npkts, const uint8_t *data)
+{
+	for (uint32_t k = 0; k < npkts; k++) {
+		uint8_t opcode = npkts == 1   ? URNIC_OP_READ_RESP_ONLY
+				 : k == 0     ? URNIC_OP_READ_RESP_FIRST
+				 : k + 1 < npkts ? URNIC_OP_READ_RESP_MIDDLE
+						 : URNIC_OP_READ_RESP_LAST;
+
+		script_peer_send_read_response(rc, p, opcode, psn + k, data + (size_t)k * rc->mtu,
+					       rc->mtu);
+	}
+}

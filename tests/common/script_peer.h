@@ -70,4 +70,9 @@ int64_t script_peer_recv_read(struct rc *rc, struct script_peer *p, unsigned ms,
 void script_peer_send_read_response(struct rc *rc, struct script_peer *p, uint8_t opcode,
 				    uint32_t psn, const void *payload, uint32_t len);
 
+/* The responses to a READ of npkts packets from PSN psn, mtu bytes each from data on: FIRST,
+ * MIDDLE..., LAST, or ONLY. */
+void script_peer_send_read_responses(struct rc *rc, struct script_peer *p, uint32_t psn,
+				     uint32_t npkts, const uint8_t *data);
+
 #endif

@@ -74,22 +74,12 @@ static unsigned read_requests(struct rc *rc, struct reader *r)
 	return n;
 }
 
-static uint8_t response_opcode(uint32_t k, uint32_t n)
-{
-	if (n == 1)
-		return URNIC_OP_READ_RESP_ONLY;
-	return k == 0 ? URNIC_OP_READ_RESP_FIRST
-		      : k + 1 < n ? URNIC_OP_READ_RESP_MIDDLE : URNIC_OP_READ_RESP_LAST;
-}
-
 static void answer_next(struct rc *rc, struct reader *r)
 {
 	const struct request *q = &r->req[r->answered++];
 	size_t off = ROFF + (size_t)(q->psn - r->first_psn) * rc->mtu;
 
-	for (uint32_t k = 0; k < q->npkts; k++)
-		script_peer_send_read_response(rc, &r->p, response_opcode(k, q->npkts), q->psn + k,
-					       r->mem + off + (size_t)k * rc->mtu, rc->mtu);
+	script_peer_send_read_responses(rc, &r->p, q->psn, q->npkts, r->mem + off);
 }
 
 static uint32_t expected_slice(const struct rc *rc)
