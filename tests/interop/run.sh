@@ -141,8 +141,9 @@ PAIRS=(
 # whenever its own count is short, so each side may send up to q-1 messages more than its peer waits for.
 # The peer has destroyed those QPs by then and drops them, as hardware does: urnic counts drop_unknown_qp,
 # rxe does not count them in rcvd_pkts. Only for such pairs, and only those two figures, are forgiven.
-# perftest: -o 16 because each side sets its max_rd_atomic to the other's outstanding-reads figure, and rxe's
-# 128 exceeds urnic's max_qp_rd_atom (16): modify_qp(RTS) fails on urnic's side without it. -u 18 (1 s ACK
+# perftest: -o 16 because each side sets its max_rd_atomic to the other's outstanding-reads figure; urnic's
+# max_qp_rd_atom was 16 (modify_qp(RTS) failed against rxe's 128 without it), and is 128 now too: the
+# pairs keep 16, so their packet counts compare with the runs before. -u 18 (1 s ACK
 # timeout instead of perftest's 67 ms): a TCG guest on a busy host stalls for hundreds of milliseconds, and
 # every needless go-back-N retry queues another window of duplicates in front of the slow receiver.
 PT="-F -u 18"
