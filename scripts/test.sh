@@ -36,8 +36,10 @@ fi
 if [ "${URNIC_SKIP_TSAN:-0}" != 1 ]; then
 	echo "== TSan build =="
 	# The fault-injected (lossy) runs move 64 MiB through a lossy link: under TSan's slowdown they
-	# outlast their bounds; the normal and ASan builds run them.
-	CTEST_ARGS=(-LE lossy)
+	# outlast their bounds. The scripted-responder tests (label "scripted") teach the requester
+	# round trips of 5 to 60 ms against a 10 ms first timer: under TSan a warm-up ACK can arrive
+	# after the timer (rc_read_slices failed so in a CI run). The normal and ASan builds run both.
+	CTEST_ARGS=(-LE "lossy|scripted")
 	run_suite build-tsan -DURNIC_TSAN=ON -DCMAKE_BUILD_TYPE=Debug
 fi
 if [ "${URNIC_SKIP_FUZZ:-0}" != 1 ]; then
