@@ -107,6 +107,19 @@ __attribute__((target("pclmul,sse2"))) static inline __m128i fold(__m128i acc, _
 	return _mm_xor_si128(_mm_xor_si128(from_low, from_high), next);
 }
 
+/* Both folding loops end here: the 16-byte blocks left fold into acc, the last block and the
+ * tail under 16 bytes go through the tables. */
+__attribute__((target("pclmul,sse2"))) static uint32_t fold_tail(__m128i acc, const uint8_t *p,
+								 size_t n)
+{
+	uint8_t last[16];
+
+	for (; n >= 16; p += 16, n -= 16)
+		acc = fold(acc, fold_128, _mm_loadu_si128((const __m128i *)p));
+	_mm_storeu_si128((__m128i *)last, acc);
+	return table_update(table_update(0, last, sizeof(last)), p, n);
+}
+
 __attribute__((target("pclmul,sse2"))) static uint32_t clmul_update(uint32_t crc,
 								     const uint8_t *p, size_t n)
 {
@@ -114,7 +127,6 @@ __attribute__((target("pclmul,sse2"))) static uint32_t clmul_update(uint32_t crc
 	__m128i x1 = _mm_loadu_si128((const __m128i *)(p + 16));
 	__m128i x2 = _mm_loadu_si128((const __m128i *)(p + 32));
 	__m128i x3 = _mm_loadu_si128((const __m128i *)(p + 48));
-	uint8_t last[16];
 
 	x0 = _mm_xor_si128(x0, _mm_cvtsi32_si128((int)crc));
 	for (p += 64, n -= 64; n >= 64; p += 64, n -= 64) {
@@ -126,10 +138,7 @@ __attribute__((target("pclmul,sse2"))) static uint32_t clmul_update(uint32_t crc
 	x0 = fold(x0, fold_128, x1);
 	x0 = fold(x0, fold_128, x2);
 	x0 = fold(x0, fold_128, x3);
-	for (; n >= 16; p += 16, n -= 16)
-		x0 = fold(x0, fold_128, _mm_loadu_si128((const __m128i *)p));
-	_mm_storeu_si128((__m128i *)last, x0);
-	return table_update(table_update(0, last, sizeof(last)), p, n);
+	return fold_tail(x0, p, n);
 }
 
 __attribute__((target("avx512f,vpclmulqdq"))) static inline __m512i
@@ -150,7 +159,6 @@ vpclmul_update(uint32_t crc, const uint8_t *p, size_t n)
 	const __m512i k512 = _mm512_broadcast_i32x4(fold_512);
 	__m512i x0 = _mm512_loadu_si512(p), x1 = _mm512_loadu_si512(p + 64);
 	__m512i x2 = _mm512_loadu_si512(p + 128), x3 = _mm512_loadu_si512(p + 192);
-	uint8_t last[16];
 
 	x0 = _mm512_xor_si512(x0, _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)crc)));
 	for (p += 256, n -= 256; n >= 256; p += 256, n -= 256) {
@@ -170,10 +178,7 @@ vpclmul_update(uint32_t crc, const uint8_t *p, size_t n)
 	/* Upper register halves left dirty make the caller's SSE code merge into them (half
 	 * speed for the 128-bit loop in test_crc32): clear them, the compiler did not here. */
 	_mm256_zeroupper();
-	for (; n >= 16; p += 16, n -= 16)
-		b = fold(b, fold_128, _mm_loadu_si128((const __m128i *)p));
-	_mm_storeu_si128((__m128i *)last, b);
-	return table_update(table_update(0, last, sizeof(last)), p, n);
+	return fold_tail(b, p, n);
 }
 
 /* r x^32 mod P: the register after four zero bytes. */
