@@ -27,6 +27,12 @@ void urnic_trace_pkt(const char *dir, const struct urnic_dev *dev, const uint8_t
 	if (op->reth && n < (int)sizeof(line))
 		n += snprintf(line + n, sizeof(line) - (size_t)n, " reth va %llx len %u",
 			      (unsigned long long)reth_va(bth + op->reth), reth_len(bth + op->reth));
+	if (n < (int)sizeof(line)) { /* monotonic microseconds, to read latencies off a trace */
+		uint64_t ns = urnic_now_ns();
+
+		n += snprintf(line + n, sizeof(line) - (size_t)n, " t %llu.%03llu",
+			      (unsigned long long)(ns / 1000), (unsigned long long)(ns % 1000));
+	}
 	if (n >= (int)sizeof(line) - 1)
 		n = (int)sizeof(line) - 2;
 	line[n++] = '\n';

@@ -214,7 +214,7 @@ awk_trace() {
 	cat <<'EOF'
 BEGIN {
 	HEAD = "urnic [0-9]+ [rt]x [0-9.]+ +[A-Z_]+ +qpn [0-9a-f]+ psn [0-9a-f]+ len [0-9]+( ackreq)?"
-	WHOLE = "^" HEAD "( aeth [0-9a-f]+ msn [0-9]+)?( reth va [0-9a-f]+ len [0-9]+)?$"
+	WHOLE = "^" HEAD "( aeth [0-9a-f]+ msn [0-9]+)?( reth va [0-9a-f]+ len [0-9]+)?( t [0-9.]+)?$"
 }
 {
 	whole = $0 ~ WHOLE
