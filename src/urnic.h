@@ -64,7 +64,11 @@ struct urnic_dev {
 	pthread_mutex_t progress_lock; /* whoever runs the engine (thread or polling app) */
 	_Atomic uint64_t app_poll_ns;   /* last time an application thread drove progress */
 	atomic_bool standing_back;      /* engine asleep, leaving the socket to a polling app */
+	atomic_bool on_socket;          /* engine asleep on the socket: a packet would wake it */
+	_Atomic uint64_t drained_ns;    /* an app poll emptied a CQ then, and has not polled since */
+	atomic_uint quick_returns;      /* drains in a row after which the app came back at once */
 	_Atomic uint64_t app_polled_ns;  /* the same, but never cleared: see watch_rings */
+	unsigned standbacks;      /* engine thread only: stand-backs in a row (each sleeps longer) */
 	/* progress_lock holder only */
 	bool tx_pending;          /* some QP has READ responses to send */
 	int scan_from; /* where the next scan of qps starts: each QP goes first in turn */

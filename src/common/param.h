@@ -83,6 +83,18 @@
  * each round trip left one system call and one ACK each, breaking up the batches. */
 #define URNIC_POST_DEFER_INFLIGHT 1
 #define URNIC_APP_POLL_NS 50000ull /* engine thread stands back this long after an app poll */
+/* While the application keeps polling, each stand-back sleeps twice as long as the one before,
+ * up to URNIC_APP_POLL_NS << URNIC_APP_POLL_BACKOFF: a wake-up for nothing takes the
+ * application's CPU (some 20 us on this machine's virtual CPUs), and an application that still
+ * polls has the socket anyway. */
+#define URNIC_APP_POLL_BACKOFF 3u
+/* An application that emptied its CQ and polls again within URNIC_APP_RETURN_NS, for
+ * URNIC_APP_RETURNS drains in a row, is taken to be busy-polling its CQs (perftest's bandwidth
+ * and send latency loops): its next drain leaves the socket to it. Any other application gets
+ * the engine thread back on the socket as it drains, since it may now wait on memory (perftest's
+ * write latency loop). */
+#define URNIC_APP_RETURN_NS 20000ull
+#define URNIC_APP_RETURNS 2u
 /* An idle engine thread with rings to read watches them this long before it sleeps: a ring
  * peer's next packet is usually that close, and a wake-up (doorbell datagram, scheduler) costs
  * more than the whole 1 MiB message it would bring. */

@@ -124,11 +124,12 @@ static void process_rx(struct urnic_dev *dev, struct urnic_rxpkt *pkts, int n,
 	pthread_mutex_unlock(&dev->qp_lock);
 }
 
-/* While an application thread polls (and so drives progress), the engine thread leaves the
- * socket to it and only looks again after URNIC_APP_POLL_NS of silence, or when the application
- * drains its CQ and may go elsewhere (urnic_progress_leave). standing_back is stored before
- * app_poll_ns is read, and the application stores app_poll_ns before it reads standing_back, so
- * one of the two always sees the other. */
+/* While an application thread polls (and so drives progress, timers included), the engine
+ * thread leaves the socket to it and only looks again after URNIC_APP_POLL_NS of silence (longer
+ * while the polls go on: URNIC_APP_POLL_BACKOFF), or when the application drains its CQ and may
+ * go elsewhere (urnic_progress_leave). standing_back and on_socket are stored before app_poll_ns
+ * is read, and the application stores app_poll_ns before it reads them, so one of the two always
+ * sees the other. */
 static void sleep_until(struct urnic_dev *dev, uint64_t deadline)
 {
 	struct pollfd fds[2] = {{.fd = dev->wake_fd, .events = POLLIN},
@@ -138,22 +139,28 @@ static void sleep_until(struct urnic_dev *dev, uint64_t deadline)
 	nfds_t nfds = 2;
 
 	atomic_store(&dev->standing_back, true);
+	atomic_store(&dev->on_socket, true);
 	uint64_t app = atomic_load(&dev->app_poll_ns);
 
 	if (app && now - app < URNIC_APP_POLL_NS) {
+		/* the application's polls run the timers too: only its silence is watched for */
+		unsigned shift = dev->standbacks < URNIC_APP_POLL_BACKOFF ? dev->standbacks++
+									    : URNIC_APP_POLL_BACKOFF;
+
+		atomic_store(&dev->on_socket, false);
 		nfds = 1;
-		if (deadline > app + URNIC_APP_POLL_NS)
-			deadline = app + URNIC_APP_POLL_NS;
+		deadline = app + (URNIC_APP_POLL_NS << shift);
+		atomic_store(&dev->sleep_until_ns, 0);
 	} else {
+		dev->standbacks = 0;
 		atomic_store(&dev->standing_back, false);
 		if (urnic_shm_sleep(&dev->net))
-			return; /* a ring has packets: no sleep */
+			return (void)atomic_store(&dev->on_socket, false); /* a ring has packets */
+		atomic_store(&dev->sleep_until_ns, deadline);
+		/* a deadline set between our scan and the store above must not be slept through */
+		if (atomic_load(&dev->timer_next) < deadline)
+			deadline = atomic_load(&dev->timer_next);
 	}
-
-	atomic_store(&dev->sleep_until_ns, deadline);
-	/* a deadline set between our scan and the store above must not be slept through */
-	if (atomic_load(&dev->timer_next) < deadline)
-		deadline = atomic_load(&dev->timer_next);
 	if (deadline != UINT64_MAX) {
 		uint64_t wait = deadline > now ? deadline - now : 0;
 
@@ -168,6 +175,7 @@ static void sleep_until(struct urnic_dev *dev, uint64_t deadline)
 			v = 0;
 	}
 	atomic_store(&dev->standing_back, false);
+	atomic_store(&dev->on_socket, false);
 	atomic_store(&dev->sleep_until_ns, 0);
 	urnic_shm_awake(&dev->net);
 }
@@ -199,17 +207,40 @@ static bool progress_turn(struct urnic_dev *dev, struct urnic_txbatch *b, bool p
 	return n > 0 || dev->tx_pending;
 }
 
+/* The application polls again after a drain: was it back at once? */
+static void note_return(struct urnic_dev *dev, uint64_t now)
+{
+	uint64_t drained = atomic_exchange(&dev->drained_ns, 0);
+	unsigned quick = atomic_load_explicit(&dev->quick_returns, memory_order_relaxed);
+
+	if (!drained)
+		return;
+	if (now - drained >= URNIC_APP_RETURN_NS)
+		quick = 0;
+	else if (quick < URNIC_APP_RETURNS)
+		quick++;
+	atomic_store_explicit(&dev->quick_returns, quick, memory_order_relaxed);
+}
+
 /* An application thread polling an empty CQ drives the engine itself: on a busy-polling
  * application this avoids waking the engine thread (and, on few cores, waiting for it to be
- * scheduled) for every packet. One non-blocking recvmmsg per empty poll. */
+ * scheduled) for every packet. One non-blocking recvmmsg per empty poll.
+ * An engine thread still asleep on the socket is sent to stand back: left there, the next
+ * packet would wake it, and on a virtual machine the sender pays for that cross-CPU wake-up
+ * (tens of microseconds in its system call here) and this CPU runs the engine rather than the
+ * application. A wake-up from this thread costs far less, and falls while the application
+ * waits anyway. */
 void urnic_progress(struct urnic_dev *dev)
 {
 	static _Thread_local struct urnic_txbatch b;
 
 	uint64_t now = urnic_now_ns();
 
-	atomic_store_explicit(&dev->app_poll_ns, now, memory_order_relaxed);
+	atomic_store(&dev->app_poll_ns, now);
 	atomic_store_explicit(&dev->app_polled_ns, now, memory_order_relaxed);
+	note_return(dev, now);
+	if (atomic_exchange(&dev->on_socket, false))
+		urnic_engine_wake(dev);
 	if (pthread_mutex_trylock(&dev->progress_lock) != 0) {
 		/* The holder may be waiting for this very CPU (an engine thread pinned beside a
 		 * busy-polling application): spinning on would keep it off for a whole time slice. */
@@ -225,6 +256,9 @@ void urnic_progress_leave(struct urnic_dev *dev)
 {
 	if (!atomic_load_explicit(&dev->app_poll_ns, memory_order_relaxed))
 		return;
+	atomic_store(&dev->drained_ns, urnic_now_ns());
+	if (atomic_load_explicit(&dev->quick_returns, memory_order_relaxed) >= URNIC_APP_RETURNS)
+		return; /* it will be back: the engine thread's stand-back deadline covers the rest */
 	atomic_store(&dev->app_poll_ns, 0);
 	if (atomic_load(&dev->standing_back))
 		urnic_engine_wake(dev);

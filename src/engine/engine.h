@@ -140,7 +140,8 @@ void urnic_progress(struct urnic_dev *dev);
  * the READ responses they start included), holding progress_lock: for the fuzz target. */
 void urnic_engine_inject(struct urnic_dev *dev, struct urnic_rxpkt *pkts, int n);
 /* An application poll emptied a CQ: the application may now wait on memory rather than on the
- * CQ (perftest's write latency loop does), so the engine thread stops standing back. */
+ * CQ (perftest's write latency loop does), so the engine thread stops standing back, unless the
+ * application has been coming back to poll at once (URNIC_APP_RETURN_NS). */
 void urnic_progress_leave(struct urnic_dev *dev);
 /* The application is about to block: the engine thread takes over at once. */
 void urnic_progress_idle(struct urnic_dev *dev);
