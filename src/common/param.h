@@ -66,6 +66,12 @@
 #define URNIC_TX_SOCKETS 8    /* source ports (ECMP entropy), chosen per QP */
 #define URNIC_SOCK_BUF (8 << 20)
 #define URNIC_RTO_MIN_NS 2000000ull /* fast retransmission timeout floor: scheduling noise */
+/* A tail loss probe waits two round trips, but at least this long. Between two processes of
+ * one host a round trip can be a few microseconds (rings) while a wake-up of the peer's engine
+ * thread takes 25-50 us here and a timer overshoots by 20-30: at 2 srtt alone, ib_send_lat over
+ * the rings sent 130-470 probes per 5000 messages (typical one way 14 us; 3-8 us without them).
+ * A bulk transfer's round trip is longer than the floor anyway. */
+#define URNIC_PROBE_MIN_NS 250000ull
 /* The fast timeout is also at least this many times the longest recent silence that ended in
  * progress with no retransmission; that silence is halved every URNIC_SILENCE_HALF_NS. */
 #define URNIC_RTO_SILENCE_MULT 2

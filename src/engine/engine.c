@@ -338,11 +338,31 @@ static void *engine_main(void *arg)
 	return NULL;
 }
 
+uint64_t urnic_probe_min_ns = URNIC_PROBE_MIN_NS;
+
+/* A duration in microseconds from the environment, in ns: dflt if unset or not a number, at
+ * most max. */
+static uint64_t env_us(const char *name, uint64_t dflt, uint64_t max)
+{
+	const char *v = getenv(name);
+	char *end;
+	unsigned long long us;
+
+	if (!v || !*v)
+		return dflt;
+	errno = 0;
+	us = strtoull(v, &end, 10);
+	if (errno || *end || *v == '-')
+		return dflt;
+	return us < max / 1000 ? us * 1000 : max;
+}
+
 int urnic_engine_start(struct urnic_dev *dev)
 {
 	const char *trace = getenv("URNIC_TRACE");
 
 	urnic_trace = trace && *trace && *trace != '0';
+	urnic_probe_min_ns = env_us("URNIC_PROBE_MIN_US", URNIC_PROBE_MIN_NS, URNIC_RTO_MIN_NS);
 	dev->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (dev->wake_fd < 0)
 		return -errno;

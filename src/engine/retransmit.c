@@ -136,7 +136,7 @@ static uint64_t probe_time(struct urnic_qp *qp, uint64_t now)
 	struct urnic_rtx *r = &qp->rtx;
 	enum urnic_probe kind = r->srtt_ns && !r->probed ? urnic_req_probe_kind(qp)
 							  : URNIC_PROBE_NONE;
-	uint64_t wait = 2 * r->srtt_ns;
+	uint64_t wait = 2 * r->srtt_ns > urnic_probe_min_ns ? 2 * r->srtt_ns : urnic_probe_min_ns;
 	uint64_t quiet = URNIC_RTO_SILENCE_MULT * decayed_silence(r, now);
 
 	if (kind == URNIC_PROBE_READ && r->recovering)
