@@ -1,0 +1,159 @@
+/* wakeup.c - what waking a thread costs on this machine: the prices behind the engine thread's
+ * sleeping rules (docs/ARCHITECTURE.md "Who sleeps on the socket", docs/PERFORMANCE.md).
+ *   - a thread asleep in read() on an eventfd, on CPU 0, woken from CPU 1: how long the waker's
+ *     write() takes, and how long until the sleeper runs; with CPU 0 idle, and with CPU 0 busy
+ *     (a spinning thread there, as a busy-polling application);
+ *   - the same from CPU 0 itself (the waker's cost only);
+ *   - how long a ppoll() of 2 and 10 us really sleeps;
+ *   - an empty system call.
+ * Needs two CPUs. Built as build/bin/wakeup (or gcc -O2 -pthread -o /tmp/wakeup bench/wakeup.c). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ROUNDS 2000
+#define GAP_US 300 /* between wake-ups: the sleeper is asleep again well before the next */
+
+static int efd;
+static atomic_uint_fast64_t sent_ns;
+static atomic_bool stop_spin, stop_sleep;
+static uint64_t woke_ns[ROUNDS], write_ns[ROUNDS];
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static void pin(int cpu)
+{
+	cpu_set_t s;
+
+	CPU_ZERO(&s);
+	CPU_SET(cpu, &s);
+	pthread_setaffinity_np(pthread_self(), sizeof(s), &s);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void print_us(const char *what, uint64_t *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_u64);
+	printf("  %-44s p10 %6.1f  p50 %6.1f  p90 %6.1f us\n", what, (double)v[n / 10] / 1e3,
+	       (double)v[n / 2] / 1e3, (double)v[n * 9 / 10] / 1e3);
+}
+
+static void *spinner(void *arg)
+{
+	(void)arg;
+	pin(0);
+	while (!atomic_load_explicit(&stop_spin, memory_order_relaxed))
+		;
+	return NULL;
+}
+
+static void *sleeper(void *arg)
+{
+	uint64_t v;
+	int n = 0;
+
+	(void)arg;
+	pin(0);
+	while (!atomic_load(&stop_sleep))
+		if (read(efd, &v, sizeof(v)) == sizeof(v) && n < ROUNDS)
+			woke_ns[n++] = now_ns() - atomic_load(&sent_ns);
+	return NULL;
+}
+
+/* Wakes a sleeper on CPU 0 ROUNDS times from CPU waker_cpu. */
+static void wake_rounds(int waker_cpu, bool busy, const char *label)
+{
+	pthread_t spin, sleep_thread;
+	uint64_t one = 1;
+
+	atomic_store(&stop_spin, false);
+	atomic_store(&stop_sleep, false);
+	if (busy)
+		pthread_create(&spin, NULL, spinner, NULL);
+	pthread_create(&sleep_thread, NULL, sleeper, NULL);
+	pin(waker_cpu);
+	for (int i = 0; i < ROUNDS; i++) {
+		usleep(GAP_US);
+		uint64_t t0 = now_ns();
+
+		atomic_store(&sent_ns, t0);
+		if (write(efd, &one, sizeof(one)) != sizeof(one))
+			perror("write");
+		write_ns[i] = now_ns() - t0;
+	}
+	usleep(20000);
+	atomic_store(&stop_sleep, true);
+	if (write(efd, &one, sizeof(one)) != sizeof(one))
+		perror("write");
+	pthread_join(sleep_thread, NULL);
+	atomic_store(&stop_spin, true);
+	if (busy)
+		pthread_join(spin, NULL);
+	printf("%s\n", label);
+	print_us("the waker's write()", write_ns, ROUNDS);
+	if (waker_cpu != 0)
+		print_us("until the sleeper runs", woke_ns, ROUNDS);
+}
+
+static void timer_rounds(long ns)
+{
+	struct timespec ts = {0, ns};
+	char label[64];
+
+	for (int i = 0; i < ROUNDS; i++) {
+		uint64_t t0 = now_ns();
+
+		ppoll(NULL, 0, &ts, NULL);
+		write_ns[i] = now_ns() - t0;
+	}
+	snprintf(label, sizeof(label), "ppoll(%ld us) sleeps", ns / 1000);
+	print_us(label, write_ns, ROUNDS);
+}
+
+int main(void)
+{
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+		fprintf(stderr, "wakeup: needs two CPUs\n");
+		return 2;
+	}
+	efd = eventfd(0, 0);
+	wake_rounds(1, false, "sleeper on CPU 0 (idle), woken from CPU 1:");
+	wake_rounds(1, true, "sleeper on CPU 0 (a thread spins there), woken from CPU 1:");
+	wake_rounds(0, true, "sleeper on CPU 0 (a thread spins there), woken from CPU 0:");
+	pin(1);
+	prctl(PR_SET_TIMERSLACK, 1UL);
+	printf("timers (CPU 1, timer slack 1 ns):\n");
+	timer_rounds(2000);
+	timer_rounds(10000);
+	uint64_t t0 = now_ns();
+
+	for (int i = 0; i < 100000; i++)
+		syscall(SYS_getppid);
+	printf("an empty system call (getppid): %.2f us\n", (double)(now_ns() - t0) / 1e8);
+	return 0;
+}
