@@ -25,6 +25,7 @@
 	X(nak_seq_rcvd, "nak_psn_seq_err_received")                                                \
 	X(stale_naks, "nak_psn_seq_err_stale")                                                     \
 	X(held_naks, "nak_psn_seq_err_held")                                                       \
+	X(held_read_gaps, "read_response_gaps_held")                                               \
 	X(nak_inv_sent, "nak_invalid_request_sent")                                                \
 	X(nak_inv_rcvd, "nak_invalid_request_received")                                            \
 	X(nak_acc_sent, "nak_remote_access_sent")                                                  \
@@ -72,7 +73,7 @@ extern const char *const urnic_counter_names[URNIC_C_COUNT];
  * The library writes it with relaxed atomic adds; readers copy it and may see a counter a few
  * events behind. Version bumps whenever this layout changes. */
 #define URNIC_STATS_MAGIC 0x75726e6963737461ull /* "urnicsta" */
-#define URNIC_STATS_VERSION 8
+#define URNIC_STATS_VERSION 9
 #define URNIC_STATS_QP_SLOTS 1024
 
 struct urnic_stats_qp {

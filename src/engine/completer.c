@@ -383,7 +383,8 @@ void urnic_comp_timers(struct urnic_qp *qp, uint64_t now, struct urnic_txbatch *
 	}
 	/* (none of the rtx timers is due, and none arms, once the QP is in ERR) */
 	if (urnic_rtx_held_nak_due(qp, now)) /* the retransmission was lost too */
-		go_back_free(qp, b, URNIC_C_held_naks);
+		go_back_free(qp, b, qp->rtx.held_read_gap ? URNIC_C_held_read_gaps
+							 : URNIC_C_held_naks);
 	if (urnic_rtx_expired(qp, now))
 		go_back_free(qp, b, URNIC_C_rto_expiries);
 }

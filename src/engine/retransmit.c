@@ -314,12 +314,13 @@ static uint64_t nak_rttvar_ns(const struct urnic_rtx *r)
 
 /* A NAK maybe stale, or a READ response gap after a go-back: judged a round trip after the
  * go-back (once per go-back). */
-static void hold_nak(struct urnic_qp *qp)
+static void hold_nak(struct urnic_qp *qp, bool read_gap)
 {
 	struct urnic_rtx *r = &qp->rtx;
 
 	if (r->nak_held_at)
 		return;
+	r->held_read_gap = read_gap;
 	r->nak_held_at = r->goback_ns + nak_rtt_ns(r) + 4 * nak_rttvar_ns(r);
 	urnic_engine_deadline(qp->dev, r->nak_held_at);
 }
@@ -331,14 +332,14 @@ bool urnic_rtx_nak_is_stale(struct urnic_qp *qp, uint32_t psn)
 		     urnic_now_ns() - r->goback_ns < nak_rtt_ns(r);
 
 	if (stale)
-		hold_nak(qp);
+		hold_nak(qp, false);
 	return stale;
 }
 
 void urnic_rtx_read_gap(struct urnic_qp *qp, uint32_t expected)
 {
 	if (qp->rtx.goback_ns && expected == qp->rtx.goback_psn)
-		hold_nak(qp);
+		hold_nak(qp, true);
 }
 
 bool urnic_rtx_held_nak_due(struct urnic_qp *qp, uint64_t now)
