@@ -65,10 +65,10 @@ struct urnic_dev {
 	_Atomic uint64_t app_poll_ns;   /* last time an application thread drove progress */
 	atomic_bool standing_back;      /* engine asleep, leaving the socket to a polling app */
 	atomic_bool on_socket;          /* engine asleep on the socket: a packet would wake it */
-	_Atomic uint64_t drained_ns;    /* an app poll emptied a CQ then, and has not polled since */
+	_Atomic uint64_t drained_ns;    /* an app poll emptied a CQ then, and none has come since */
 	atomic_uint quick_returns;      /* drains in a row after which the app came back at once */
 	_Atomic uint64_t app_polled_ns;  /* the same, but never cleared: see watch_rings */
-	unsigned standbacks;      /* engine thread only: stand-backs in a row (each sleeps longer) */
+	unsigned standbacks;      /* engine thread only: stand-backs in a row (each one longer) */
 	/* progress_lock holder only */
 	bool tx_pending;          /* some QP has READ responses to send */
 	int scan_from; /* where the next scan of qps starts: each QP goes first in turn */

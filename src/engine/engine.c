@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -124,12 +125,30 @@ static void process_rx(struct urnic_dev *dev, struct urnic_rxpkt *pkts, int n,
 	pthread_mutex_unlock(&dev->qp_lock);
 }
 
+/* The application polled less than URNIC_APP_POLL_NS before now (or since now was read). */
+static bool app_recent(uint64_t app, uint64_t now)
+{
+	return app && (app >= now || now - app < URNIC_APP_POLL_NS);
+}
+
+/* Standing back: the application's polls run the timers too, so only its silence is watched
+ * for, after the last poll, and for longer each time in a row (URNIC_APP_POLL_BACKOFF). */
+static uint64_t stand_back_until(struct urnic_dev *dev, uint64_t app)
+{
+	unsigned shift = dev->standbacks;
+
+	if (dev->standbacks < URNIC_APP_POLL_BACKOFF)
+		dev->standbacks++;
+	atomic_store(&dev->on_socket, false);
+	atomic_store(&dev->sleep_until_ns, 0); /* no QP timer wakes it */
+	return app + (URNIC_APP_POLL_NS << shift);
+}
+
 /* While an application thread polls (and so drives progress, timers included), the engine
- * thread leaves the socket to it and only looks again after URNIC_APP_POLL_NS of silence (longer
- * while the polls go on: URNIC_APP_POLL_BACKOFF), or when the application drains its CQ and may
- * go elsewhere (urnic_progress_leave). standing_back and on_socket are stored before app_poll_ns
- * is read, and the application stores app_poll_ns before it reads them, so one of the two always
- * sees the other. */
+ * thread leaves the socket to it (stand_back_until), or until the application drains its CQ
+ * and may go elsewhere (urnic_progress_leave). standing_back and on_socket are stored before
+ * app_poll_ns is read, and the application stores app_poll_ns before it reads them, so one of
+ * the two always sees the other. */
 static void sleep_until(struct urnic_dev *dev, uint64_t deadline)
 {
 	struct pollfd fds[2] = {{.fd = dev->wake_fd, .events = POLLIN},
@@ -142,20 +161,16 @@ static void sleep_until(struct urnic_dev *dev, uint64_t deadline)
 	atomic_store(&dev->on_socket, true);
 	uint64_t app = atomic_load(&dev->app_poll_ns);
 
-	if (app && now - app < URNIC_APP_POLL_NS) {
-		/* the application's polls run the timers too: only its silence is watched for */
-		unsigned shift = dev->standbacks < URNIC_APP_POLL_BACKOFF ? dev->standbacks++
-									    : URNIC_APP_POLL_BACKOFF;
-
-		atomic_store(&dev->on_socket, false);
+	if (app_recent(app, now)) {
 		nfds = 1;
-		deadline = app + (URNIC_APP_POLL_NS << shift);
-		atomic_store(&dev->sleep_until_ns, 0);
+		deadline = stand_back_until(dev, app);
 	} else {
 		dev->standbacks = 0;
 		atomic_store(&dev->standing_back, false);
-		if (urnic_shm_sleep(&dev->net))
-			return (void)atomic_store(&dev->on_socket, false); /* a ring has packets */
+		if (urnic_shm_sleep(&dev->net)) { /* a ring has packets: no sleep */
+			atomic_store(&dev->on_socket, false);
+			return;
+		}
 		atomic_store(&dev->sleep_until_ns, deadline);
 		/* a deadline set between our scan and the store above must not be slept through */
 		if (atomic_load(&dev->timer_next) < deadline)
@@ -210,12 +225,12 @@ static bool progress_turn(struct urnic_dev *dev, struct urnic_txbatch *b, bool p
 /* The application polls again after a drain: was it back at once? */
 static void note_return(struct urnic_dev *dev, uint64_t now)
 {
-	uint64_t drained = atomic_exchange(&dev->drained_ns, 0);
+	uint64_t drained = atomic_load_explicit(&dev->drained_ns, memory_order_relaxed);
 	unsigned quick = atomic_load_explicit(&dev->quick_returns, memory_order_relaxed);
 
-	if (!drained)
+	if (!drained || !(drained = atomic_exchange(&dev->drained_ns, 0)))
 		return;
-	if (now - drained >= URNIC_APP_RETURN_NS)
+	if (now > drained && now - drained >= URNIC_APP_RETURN_NS)
 		quick = 0;
 	else if (quick < URNIC_APP_RETURNS)
 		quick++;
@@ -239,7 +254,7 @@ void urnic_progress(struct urnic_dev *dev)
 	atomic_store(&dev->app_poll_ns, now);
 	atomic_store_explicit(&dev->app_polled_ns, now, memory_order_relaxed);
 	note_return(dev, now);
-	if (atomic_exchange(&dev->on_socket, false))
+	if (atomic_load(&dev->on_socket) && atomic_exchange(&dev->on_socket, false))
 		urnic_engine_wake(dev);
 	if (pthread_mutex_trylock(&dev->progress_lock) != 0) {
 		/* The holder may be waiting for this very CPU (an engine thread pinned beside a
@@ -257,8 +272,9 @@ void urnic_progress_leave(struct urnic_dev *dev)
 	if (!atomic_load_explicit(&dev->app_poll_ns, memory_order_relaxed))
 		return;
 	atomic_store(&dev->drained_ns, urnic_now_ns());
+	/* one that comes back at once keeps the socket: the stand-back deadline covers the rest */
 	if (atomic_load_explicit(&dev->quick_returns, memory_order_relaxed) >= URNIC_APP_RETURNS)
-		return; /* it will be back: the engine thread's stand-back deadline covers the rest */
+		return;
 	atomic_store(&dev->app_poll_ns, 0);
 	if (atomic_load(&dev->standing_back))
 		urnic_engine_wake(dev);
@@ -338,23 +354,36 @@ static void *engine_main(void *arg)
 	return NULL;
 }
 
-uint64_t urnic_probe_min_ns = URNIC_PROBE_MIN_NS;
-
-/* A duration in microseconds from the environment, in ns: dflt if unset or not a number, at
- * most max. */
+/* A duration in microseconds from the environment, in ns: dflt if unset or not a plain
+ * decimal number, at most max. */
 static uint64_t env_us(const char *name, uint64_t dflt, uint64_t max)
 {
 	const char *v = getenv(name);
 	char *end;
 	unsigned long long us;
 
-	if (!v || !*v)
+	if (!v || !*v || strspn(v, "0123456789") != strlen(v))
 		return dflt;
 	errno = 0;
 	us = strtoull(v, &end, 10);
-	if (errno || *end || *v == '-')
-		return dflt;
-	return us < max / 1000 ? us * 1000 : max;
+	if (errno == ERANGE || us >= max / 1000)
+		return max;
+	return us * 1000;
+}
+
+static uint64_t probe_min_ns = URNIC_PROBE_MIN_NS;
+
+static void read_probe_min(void)
+{
+	probe_min_ns = env_us("URNIC_PROBE_MIN_US", URNIC_PROBE_MIN_NS, URNIC_RTO_MIN_NS);
+}
+
+uint64_t urnic_probe_min_ns(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, read_probe_min);
+	return probe_min_ns;
 }
 
 int urnic_engine_start(struct urnic_dev *dev)
@@ -362,7 +391,6 @@ int urnic_engine_start(struct urnic_dev *dev)
 	const char *trace = getenv("URNIC_TRACE");
 
 	urnic_trace = trace && *trace && *trace != '0';
-	urnic_probe_min_ns = env_us("URNIC_PROBE_MIN_US", URNIC_PROBE_MIN_NS, URNIC_RTO_MIN_NS);
 	dev->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (dev->wake_fd < 0)
 		return -errno;

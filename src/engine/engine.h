@@ -25,9 +25,9 @@ struct urnic_txbatch {
 
 /* pkt.c: URNIC_TRACE=1 prints every packet sent and received on stderr */
 extern bool urnic_trace;
-/* engine.c: a tail loss probe's least wait (URNIC_PROBE_MIN_NS; URNIC_PROBE_MIN_US sets it,
- * up to the retransmission timer's floor) */
-extern uint64_t urnic_probe_min_ns;
+/* engine.c: a tail loss probe's least wait in ns (URNIC_PROBE_MIN_NS; URNIC_PROBE_MIN_US sets
+ * it, up to the retransmission timer's floor), read from the environment once */
+uint64_t urnic_probe_min_ns(void);
 void urnic_trace_pkt(const char *dir, const struct urnic_dev *dev, const uint8_t *bth,
 		     uint32_t len, uint32_t peer);
 

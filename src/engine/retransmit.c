@@ -128,15 +128,17 @@ static uint64_t rto_ns(struct urnic_rtx *r, uint64_t cap, uint64_t now)
 	return rto < cap ? rto : cap;
 }
 
-/* When a probe may go, counting from r->probe_from: two round trips (a READ's, no sooner than
- * the timer's silence floor, and not while a go-back is being recovered from); 0 when none may
- * (no round trip known, one went since the last progress, nothing to probe with). */
+/* When a probe may go, counting from r->probe_from: two round trips, at least
+ * urnic_probe_min_ns() (a READ's, no sooner than the timer's silence floor, and not while a
+ * go-back is being recovered from); 0 when none may (no round trip known, one went since the
+ * last progress, nothing to probe with). */
 static uint64_t probe_time(struct urnic_qp *qp, uint64_t now)
 {
 	struct urnic_rtx *r = &qp->rtx;
 	enum urnic_probe kind = r->srtt_ns && !r->probed ? urnic_req_probe_kind(qp)
 							  : URNIC_PROBE_NONE;
-	uint64_t wait = 2 * r->srtt_ns > urnic_probe_min_ns ? 2 * r->srtt_ns : urnic_probe_min_ns;
+	uint64_t floor = urnic_probe_min_ns();
+	uint64_t wait = 2 * r->srtt_ns > floor ? 2 * r->srtt_ns : floor;
 	uint64_t quiet = URNIC_RTO_SILENCE_MULT * decayed_silence(r, now);
 
 	if (kind == URNIC_PROBE_READ && r->recovering)
