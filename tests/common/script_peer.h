@@ -27,7 +27,9 @@ struct script_peer {
 };
 
 /* rc_defaults for a test against the scripted responder: the wire path (URNIC_SHM=0: the
- * responder is a plain socket), 1 MiB, path MTU 1024. */
+ * responder is a plain socket), 1 MiB, path MTU 1024, IB timeout 20 (4.3 s: the fast
+ * retransmission timer alone acts within a test, and the warm-ups' 120 ms timer is not capped
+ * by it). */
 struct rc_opts script_peer_defaults(const char *name);
 
 /* Binds UDP 4791 on a loopback address next to rc's that no other process holds, and connects

@@ -126,6 +126,5 @@ int main(int argc, char **argv)
 		argc > 1 && !strcmp(argv[1], "--acked") ? "rc_nak_held_acked" : "rc_nak_held");
 
 	acked_mode = argc > 1 && !strcmp(argv[1], "--acked");
-	o.timeout = 20; /* 4.3 s: the IB timer stays out of the way of the fast one */
 	return rc_run_local(&o, run);
 }
