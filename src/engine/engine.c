@@ -225,10 +225,12 @@ static bool progress_turn(struct urnic_dev *dev, struct urnic_txbatch *b, bool p
 /* The application polls again after a drain: was it back at once? */
 static void note_return(struct urnic_dev *dev, uint64_t now)
 {
-	uint64_t drained = atomic_load_explicit(&dev->drained_ns, memory_order_relaxed);
+	if (!atomic_load_explicit(&dev->drained_ns, memory_order_relaxed))
+		return; /* the common case, without a locked instruction */
+	uint64_t drained = atomic_exchange(&dev->drained_ns, 0);
 	unsigned quick = atomic_load_explicit(&dev->quick_returns, memory_order_relaxed);
 
-	if (!drained || !(drained = atomic_exchange(&dev->drained_ns, 0)))
+	if (!drained)
 		return;
 	if (now > drained && now - drained >= URNIC_APP_RETURN_NS)
 		quick = 0;
@@ -359,13 +361,12 @@ static void *engine_main(void *arg)
 static uint64_t env_us(const char *name, uint64_t dflt, uint64_t max)
 {
 	const char *v = getenv(name);
-	char *end;
 	unsigned long long us;
 
 	if (!v || !*v || strspn(v, "0123456789") != strlen(v))
 		return dflt;
 	errno = 0;
-	us = strtoull(v, &end, 10);
+	us = strtoull(v, NULL, 10);
 	if (errno == ERANGE || us >= max / 1000)
 		return max;
 	return us * 1000;
