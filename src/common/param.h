@@ -94,13 +94,19 @@
  * application's CPU (some 20 us on this machine's virtual CPUs), and an application that still
  * polls has the socket anyway. */
 #define URNIC_APP_POLL_BACKOFF 3u
-/* An application that emptied its CQ and polls again within URNIC_APP_RETURN_NS, for
- * URNIC_APP_RETURNS drains in a row, is taken to be busy-polling its CQs (perftest's bandwidth
- * and send latency loops): its next drain leaves the socket to it. Any other application gets
- * the engine thread back on the socket as it drains, since it may now wait on memory (perftest's
- * write latency loop). */
+/* An application that emptied its CQ and polls again within URNIC_APP_RETURN_NS returned
+ * quickly. The count of quick returns (one more for each, up to URNIC_APP_RETURNS_MAX; one less
+ * for each slow return) at URNIC_APP_RETURNS or above marks an application busy-polling its CQs
+ * (perftest's bandwidth and send latency loops): its next drain leaves the socket to it. Any
+ * other application gets the engine thread back on the socket as it drains, since it may now
+ * wait on memory (perftest's write latency loop, whose returns are all slow). Counting down
+ * rather than resetting keeps the socket with a busy poller through a slow return or two:
+ * giving it back costs a wake-up of the engine thread at the drain and another at the next poll,
+ * either of which can make the next return slow, and resetting fed itself (ib_send_lat: one
+ * return in ten was slow). */
 #define URNIC_APP_RETURN_NS 20000ull
 #define URNIC_APP_RETURNS 2u
+#define URNIC_APP_RETURNS_MAX 4u
 /* An idle engine thread with rings to read watches them this long before it sleeps: a ring
  * peer's next packet is usually that close, and a wake-up (doorbell datagram, scheduler) costs
  * more than the whole 1 MiB message it would bring. */

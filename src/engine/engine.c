@@ -233,8 +233,8 @@ static void note_return(struct urnic_dev *dev, uint64_t now)
 	if (!drained)
 		return;
 	if (now > drained && now - drained >= URNIC_APP_RETURN_NS)
-		quick = 0;
-	else if (quick < URNIC_APP_RETURNS)
+		quick -= quick > 0;
+	else if (quick < URNIC_APP_RETURNS_MAX)
 		quick++;
 	atomic_store_explicit(&dev->quick_returns, quick, memory_order_relaxed);
 }
