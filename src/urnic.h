@@ -67,7 +67,7 @@ struct urnic_dev {
 	atomic_bool on_socket;          /* engine asleep on the socket: a packet would wake it */
 	_Atomic uint64_t drained_ns;    /* an app poll emptied a CQ then, and none has come since */
 	atomic_uint quick_returns;      /* drains in a row after which the app came back at once */
-	_Atomic uint64_t app_polled_ns;  /* the same, but never cleared: see watch_rings */
+	_Atomic uint64_t app_polled_ns;  /* the same, but never cleared: see watch() */
 	unsigned standbacks;      /* engine thread only: stand-backs in a row (each one longer) */
 	/* progress_lock holder only */
 	bool tx_pending;          /* some QP has READ responses to send */

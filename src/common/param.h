@@ -107,13 +107,13 @@
 #define URNIC_APP_RETURN_NS 20000ull
 #define URNIC_APP_RETURNS 2u
 #define URNIC_APP_RETURNS_MAX 4u
-/* An idle engine thread with rings to read watches them this long before it sleeps: a ring
- * peer's next packet is usually that close, and a wake-up (doorbell datagram, scheduler) costs
- * more than the whole 1 MiB message it would bring. */
-#define URNIC_SHM_SPIN_NS 50000ull
-/* An application polling a device that reads rings makes the socket's system call at most this
- * often (the engine thread's turns always make it). */
+/* An idle engine thread watches its rings and its socket this long before it sleeps: a peer's
+ * next packet is usually that close, and a wake-up (a doorbell datagram or the packet itself,
+ * then the scheduler) costs more than the whole 1 MiB message it would bring. */
+#define URNIC_WATCH_NS 50000ull
+/* An application polling a device that reads rings, and an engine thread watching them, make
+ * the socket's system call at most this often (the engine thread's turns always make it). */
 #define URNIC_SOCK_POLL_NS 20000ull
-#define URNIC_SHM_SPIN_QUIET_NS 1000000ull /* ... unless an application polled this recently */
+#define URNIC_WATCH_QUIET_NS 1000000ull /* ... unless an application polled this recently */
 
 #endif

@@ -316,23 +316,40 @@ static bool app_driving(struct urnic_dev *dev)
 	return app && urnic_now_ns() - app < URNIC_APP_POLL_NS;
 }
 
-/* Before sleeping, an engine thread with inbound rings watches them for URNIC_SHM_SPIN_NS
- * (without system calls). True if a ring got packets or a timer came due meanwhile. Not while
- * the application is active (it polled a CQ in the last URNIC_SHM_SPIN_QUIET_NS): then it may
- * be spinning on memory on this very CPU (perftest's write latency loop, pinned), and a sleeper
- * woken by a doorbell gets the CPU ahead of the spinner, a watcher only after its time slice. */
-static bool watch_rings(struct urnic_dev *dev)
+/* The socket has a datagram waiting (a poll without timeout: one system call). */
+static bool socket_ready(struct urnic_dev *dev)
 {
-	uint64_t start = urnic_now_ns(), now = start;
+	struct pollfd p = {.fd = dev->net.rx_fd, .events = POLLIN};
 
-	if (!urnic_shm_rings_in(&dev->net) ||
-	    start - atomic_load(&dev->app_polled_ns) < URNIC_SHM_SPIN_QUIET_NS)
+	return poll(&p, 1, 0) > 0;
+}
+
+/* Before sleeping, an idle engine thread watches its rings and its socket for
+ * URNIC_WATCH_NS: a peer's next packet is usually that close, and a sleeper costs the peer's
+ * system call a cross-CPU wake-up (20 us here) and then waits to be scheduled (30 us). The
+ * rings cost a load per look, the socket a system call. True if a packet came or a timer came
+ * due meanwhile. Not while the application is active (it polled a CQ in the last
+ * URNIC_WATCH_QUIET_NS): then it may be spinning on memory on this very CPU (perftest's
+ * write latency loop, pinned), and a sleeper woken by a packet gets the CPU ahead of the
+ * spinner, a watcher only after its time slice. */
+static bool watch(struct urnic_dev *dev)
+{
+	uint64_t start = urnic_now_ns(), now = start, sock_at = start;
+	bool rings = urnic_shm_rings_in(&dev->net) > 0;
+
+	if (start - atomic_load(&dev->app_polled_ns) < URNIC_WATCH_QUIET_NS)
 		return false;
-	for (; now - start < URNIC_SHM_SPIN_NS; now = urnic_now_ns()) {
+	for (; now - start < URNIC_WATCH_NS; now = urnic_now_ns()) {
 		if (atomic_load(&dev->stop) || app_driving(dev))
 			return false;
-		if (urnic_shm_pending(&dev->net) || now >= atomic_load(&dev->timer_next))
+		if ((rings && urnic_shm_pending(&dev->net)) || now >= atomic_load(&dev->timer_next))
 			return true;
+		/* with rings, where the busy peers are, the socket's system call only now and then */
+		if (now >= sock_at) {
+			if (socket_ready(dev))
+				return true;
+			sock_at = rings ? now + URNIC_SOCK_POLL_NS : now;
+		}
 		for (int i = 0; i < 16; i++)
 			__builtin_ia32_pause();
 	}
@@ -355,7 +372,7 @@ static void *engine_main(void *arg)
 			busy = progress_turn(dev, &b, false);
 			pthread_mutex_unlock(&dev->progress_lock);
 		}
-		if (!busy && !watch_rings(dev))
+		if (!busy && !watch(dev))
 			sleep_until(dev, atomic_load(&dev->timer_next));
 	}
 	return NULL;
