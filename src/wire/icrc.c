@@ -34,6 +34,7 @@
  */
 
 #include <pthread.h>
+#include <string.h>
 
 #include "wire/wire.h"
 
@@ -43,6 +44,7 @@
 #define IP_HDR_LEN 20
 #define UDP_HDR_LEN 8
 #define PSEUDO_LEN (8 + IP_HDR_LEN + UDP_HDR_LEN)
+#define PREFIX_PKT_MAX 28 /* packet bytes hashed with the pseudo-headers: a BTH and a RETH */
 #define IP_ID_OFFSET (8 + 4) /* of the IP ID in the CRC's input */
 #define IP_MAX_LEN 65535
 
@@ -157,21 +159,38 @@ static void build_pseudo_headers(uint8_t *h, const struct urnic_ip4_flow *flow, 
 	udp[6] = udp[7] = 0xff; /* checksum */
 }
 
-/* The ICRC value (final xor applied) over len bytes of iov, with the BTH's byte 4 masked. */
+/* The ICRC value (final xor applied) over len bytes of iov, with the BTH's byte 4 masked.
+ * The packet's first bytes (BTH and RETH, when the first iovec holds them) join the
+ * pseudo-headers in one buffer: one CRC call over 48-64 bytes instead of five short ones, most of
+ * them a byte at a time (a quarter of the sender's ICRC time at 4 KiB packets). */
 static uint32_t icrc_value(const struct urnic_ip4_flow *flow, uint16_t ip_id, uint16_t ip_frag,
 			   const struct iovec *iov, int iovcnt, size_t len)
 {
-	uint8_t pseudo[PSEUDO_LEN];
-	uint32_t crc;
+	uint8_t pre[PSEUDO_LEN + PREFIX_PKT_MAX];
+	size_t joined = iovcnt > 0 ? iov[0].iov_len : 0;
 	size_t off = 0; /* bytes of the packet consumed so far */
+	uint32_t crc;
 
 	pthread_once(&tables_once, build_tables);
-	build_pseudo_headers(pseudo, flow, ip_id, ip_frag, len + URNIC_ICRC_LEN);
-	crc = urnic_crc32_update(0xffffffffu, pseudo, sizeof(pseudo));
+	build_pseudo_headers(pre, flow, ip_id, ip_frag, len + URNIC_ICRC_LEN);
+	if (joined > len)
+		joined = len;
+	if (joined > PREFIX_PKT_MAX)
+		joined = PREFIX_PKT_MAX;
+	if (joined <= 4)
+		joined = 0; /* BTH byte 4 is not in it: the loop below masks it */
+	if (joined) {
+		memcpy(pre + PSEUDO_LEN, iov[0].iov_base, joined);
+		pre[PSEUDO_LEN + 4] = 0xff;
+	}
+	crc = urnic_crc32_update(0xffffffffu, pre, PSEUDO_LEN + joined);
+	off = joined;
 	for (int i = 0; i < iovcnt && off < len; i++) {
 		const uint8_t *p = iov[i].iov_base;
-		size_t n = iov[i].iov_len < len - off ? iov[i].iov_len : len - off;
+		size_t skip = i == 0 ? joined : 0;
+		size_t n = iov[i].iov_len - skip < len - off ? iov[i].iov_len - skip : len - off;
 
+		p += skip;
 		if (off <= 4 && off + n > 4) { /* this segment holds BTH byte 4 */
 			static const uint8_t masked = 0xff;
 			size_t before = 4 - off;
