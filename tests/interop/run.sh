@@ -69,7 +69,9 @@ T_IMAGE=$(($(date +%s) - t))
 say "image ready in ${T_IMAGE}s"
 
 # guest_up: boots the guest (URNIC_IX_KEEP=1 also reuses one a previous URNIC_IX_KEEP=1 run left up), adds
-# rxe0 on its eth0, sets RXE_GID and copies ix_verbs in. Called again when a sick guest is restarted.
+# rxe0 on its eth0, sets RXE_GID and copies ix_verbs in. Called again when a sick guest is restarted: then
+# (RXE_GID already set) it returns 1 instead of ending the script, so that the table still gets printed,
+# and a machine that "cannot run the guest" (77) is a failure, not a skip.
 # rxe on 6.1 lists only RoCE v2 GIDs; take the index of the IPv4-mapped one rather than assuming 1. The GID
 # table fills in asynchronously after "rdma link add", so poll for it.
 # ix_verbs (tests/interop/ix_verbs.c) checks every RC operation byte for byte; the guest runs the
@@ -77,15 +79,20 @@ say "image ready in ${T_IMAGE}s"
 LINK_MTU=${URNIC_IX_LINK_MTU:-9000}
 IXV=$BUILD/bin/ix_verbs
 [ -x "$IXV" ] || die "$IXV missing (a build with libibverbs-dev and no sanitizer makes it)"
+guest_fail() {
+	[ -z "${RXE_GID:-}" ] || { say "guest restart failed: $*"; return 1; }
+	die "$@"
+}
 guest_up() {
 	local t rc gid
 	t=$(date +%s)
 	vm up 1 8>&- # qemu outlives this script: it must not inherit the lock
 	rc=$?
-	[ $rc -eq 77 ] && exit 77
-	[ $rc -eq 0 ] || die "guest did not boot (console: /run/urnic-interop/vm0.console)"
-	T_BOOT=$(($(date +%s) - t))
-	say "guest up in ${T_BOOT}s"
+	[ $rc -eq 77 ] && [ -z "${RXE_GID:-}" ] && exit 77
+	[ $rc -eq 0 ] || { guest_fail "guest did not boot (console: /run/urnic-interop/vm0.console)"; return; }
+	t=$(($(date +%s) - t))
+	T_BOOT=${T_BOOT:-$t} # the first boot's; a restart's is in its own line
+	say "guest up in ${t}s"
 	gid=$(vm exec -t 60 "ip link set eth0 mtu $LINK_MTU && modprobe rdma_rxe && { rdma link show rxe0/1 >/dev/null 2>&1 ||
 		rdma link add rxe0 type rxe netdev eth0; } || exit 1
 		want=0000:0000:0000:0000:0000:ffff:$(printf '%02x%02x:%02x%02x' ${GUEST_IP//./ })
@@ -95,19 +102,20 @@ guest_up() {
 			done
 			sleep 0.1
 		done" | tail -n 1)
-	[[ $gid =~ ^[0-9]+$ ]] || die "rxe0 in the guest has no GID ::ffff:$GUEST_IP"
+	[[ $gid =~ ^[0-9]+$ ]] || { guest_fail "rxe0 in the guest has no GID ::ffff:$GUEST_IP"; return; }
 	# the pairs below carry the index in their arguments: a restarted guest must give the same one
 	[ -z "${RXE_GID:-}" ] || [ "$gid" = "$RXE_GID" ] ||
-		die "the restarted guest's GID index is $gid, not $RXE_GID"
-	RXE_GID=$gid
+		{ guest_fail "the restarted guest's GID index is $gid, not $RXE_GID"; return; }
 	vm exec -t 30 'uname -r; ibv_devinfo -d rxe0 | grep -E "state|mtu"' >"$OUT/guest-rxe0.txt"
-	grep -q 'active_mtu:.*4096' "$OUT/guest-rxe0.txt" || die "rxe0's active MTU is not 4096 on a $LINK_MTU-byte link: $(grep active_mtu "$OUT/guest-rxe0.txt")"
-	say "guest rxe0 up, GID index $RXE_GID for ::ffff:$GUEST_IP ($(head -n 1 "$OUT/guest-rxe0.txt"))"
+	grep -q 'active_mtu:.*4096' "$OUT/guest-rxe0.txt" ||
+		{ guest_fail "rxe0's active MTU is not 4096 on a $LINK_MTU-byte link: $(grep active_mtu "$OUT/guest-rxe0.txt")"; return; }
+	say "guest rxe0 up, GID index $gid for ::ffff:$GUEST_IP ($(head -n 1 "$OUT/guest-rxe0.txt"))"
 	vm exec -t 60 "mkdir -p '$(dirname "$IXV")' && base64 -d >'$IXV' <<'__IXV__'
 $(base64 "$IXV")
 __IXV__
 chmod 755 '$IXV'; '$IXV' -x >/dev/null 2>&1; [ \$? = 2 ]" ||
-		die "ix_verbs does not run in the guest"
+		{ guest_fail "ix_verbs does not run in the guest"; return; }
+	RXE_GID=$gid
 }
 [ "${URNIC_IX_KEEP:-0}" = 1 ] || vm down >/dev/null 2>&1
 RXE_GID=
@@ -279,7 +287,8 @@ guest_sick() {
 	fi
 }
 
-# restart_guest: the sick guest's console is kept as guest-console.N.txt, then a fresh guest boots.
+# restart_guest: the sick guest's console is kept as guest-console.N.txt, then a fresh guest boots;
+# false if it did not come up.
 restart_guest() {
 	RESTARTS=$((RESTARTS + 1))
 	cp "$CONSOLE" "$OUT/guest-console.$RESTARTS.txt" 2>/dev/null
@@ -294,6 +303,7 @@ run_pair() {
 	[[ $flags == *,late,* ]] && late=late
 	[[ $flags =~ ,loss=([0-9]+), ]] && loss=${BASH_REMATCH[1]}
 	local spid cpid src crc tpid t0 why="" urnic_log pcap before after
+	CONSOLE_AT=$(stat -c %s "$CONSOLE" 2>/dev/null || echo 0)
 	if [ "$server" = urnic ]; then client=rxe dir="urnic-srv/rxe-cli"; else client=urnic dir="rxe-srv/urnic-cli"; fi
 	base=$OUT/$name.$server-server
 	pcap=$base.pcap
@@ -305,13 +315,12 @@ run_pair() {
 	[ $limit -gt "$cap" ] && limit=$cap
 	if [ $limit -lt 20 ]; then
 		RESULTS+=("$name|$dir|NOT RUN|-|time budget of ${BUDGET}s spent")
-		VERDICT=FAIL
+		VERDICT=NOTRUN
 		return
 	fi
 	PORT=$((PORT + 1))
 	say "$name $dir (port $PORT, limit ${limit}s)"
 	t0=$(date +%s)
-	CONSOLE_AT=$(stat -c %s "$CONSOLE" 2>/dev/null || echo 0)
 
 	# Started as a plain command, not through a function, so that $! is tshark itself and SIGTERM reaches it.
 	# -B: a 256 MiB kernel buffer, so that the capture keeps up with a burst of 4 KiB packets while qemu and
@@ -417,10 +426,14 @@ for p in "${PAIRS[@]}"; do
 		# A run that failed because the guest fell ill runs once more on a fresh guest; the first
 		# try's verdict stays in the figures, and a failure with a healthy guest is never retried.
 		if [ "$VERDICT" = FAIL ] && [ $RESTARTS -lt "$MAX_RESTARTS" ] && sick=$(guest_sick); then
+			say "  the guest is sick ($sick): restarting it and running the pair again"
+			if ! restart_guest; then
+				RESULTS[-1]+="; the guest was sick ($sick) and did not come back: no more runs"
+				FAILED=1
+				break 2
+			fi
 			first=${RESULTS[-1]}
 			unset 'RESULTS[-1]'
-			say "  the guest is sick ($sick): restarting it and running the pair again"
-			restart_guest
 			run_pair "$name" "$tool" "$uargs" "$rargs" $server "$flags"
 			RESULTS[-1]+="; second try after a guest restart ($sick); first try: ${first#*|*|*|*|}"
 		fi
