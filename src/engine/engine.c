@@ -335,9 +335,10 @@ static bool socket_ready(struct urnic_dev *dev)
 static bool watch(struct urnic_dev *dev)
 {
 	uint64_t start = urnic_now_ns(), now = start, sock_at = start;
+	uint64_t polled = atomic_load(&dev->app_polled_ns);
 	bool rings = urnic_shm_rings_in(&dev->net) > 0;
 
-	if (start - atomic_load(&dev->app_polled_ns) < URNIC_WATCH_QUIET_NS)
+	if (polled >= start || start - polled < URNIC_WATCH_QUIET_NS) /* a poll after start too */
 		return false;
 	for (; now - start < URNIC_WATCH_NS; now = urnic_now_ns()) {
 		if (atomic_load(&dev->stop) || app_driving(dev))
