@@ -352,5 +352,6 @@ static inline struct urnic_mr *to_umr(struct ibv_mr *m)
 }
 
 uint64_t urnic_now_ns(void);
+uint64_t urnic_clock_ns(void);
 
 #endif

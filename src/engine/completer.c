@@ -54,7 +54,7 @@ void urnic_comp_arm_timer(struct urnic_qp *qp)
 		qp->ack_deadline = 0;
 		return;
 	}
-	qp->ack_deadline = urnic_now_ns() + t;
+	qp->ack_deadline = urnic_clock_ns() + t;
 	urnic_engine_deadline(qp->dev, qp->ack_deadline);
 }
 
@@ -173,7 +173,7 @@ static void on_rnr_nak(struct urnic_qp *qp, uint32_t psn, unsigned timer)
 	}
 	urnic_req_retransmit_from(qp, psn);
 	qp->ack_deadline = 0;
-	qp->rnr_deadline = urnic_now_ns() + urnic_rnr_timer_ns(timer);
+	qp->rnr_deadline = urnic_clock_ns() + urnic_rnr_timer_ns(timer);
 	urnic_engine_deadline(qp->dev, qp->rnr_deadline);
 }
 

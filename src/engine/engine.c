@@ -21,6 +21,17 @@ uint64_t urnic_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* The packets of one receive batch arrived together, and their handlers read one clock: the one
+ * taken as the batch began. A clock_gettime costs 25 ns on this machine, and a stream of READ
+ * responses read it four times a packet (9% of the requester's CPU). Outside a batch,
+ * urnic_clock_ns() reads the clock. */
+static _Thread_local uint64_t batch_clock_ns;
+
+uint64_t urnic_clock_ns(void)
+{
+	return batch_clock_ns ? batch_clock_ns : urnic_now_ns();
+}
+
 void urnic_engine_wake(struct urnic_dev *dev)
 {
 	uint64_t one = 1;
@@ -118,8 +129,10 @@ static void process_rx(struct urnic_dev *dev, struct urnic_rxpkt *pkts, int n,
 		       struct urnic_txbatch *b)
 {
 	pthread_mutex_lock(&dev->qp_lock);
+	batch_clock_ns = urnic_now_ns();
 	for (int i = 0; i < n; i++)
 		urnic_recv_packet(dev, &pkts[i], b);
+	batch_clock_ns = 0;
 	send_owed_acks(dev, b);
 	urnic_tx_flush(b);
 	pthread_mutex_unlock(&dev->qp_lock);

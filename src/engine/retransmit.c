@@ -87,10 +87,17 @@ static bool awaiting_ack(const struct urnic_qp *qp)
 	return qp->ibv.state == IBV_QPS_RTS && qp->snd_una != qp->snd_nxt && !qp->rnr_deadline;
 }
 
+/* now - t, or 0 if t is later: times come from several threads, and from a receive batch's
+ * clock (urnic_clock_ns), so one taken under the QP lock after another may still be earlier. */
+static uint64_t since(uint64_t now, uint64_t t)
+{
+	return now > t ? now - t : 0;
+}
+
 /* The longest recent silence, halved for each URNIC_SILENCE_HALF_NS since it was last halved. */
 static uint64_t decayed_silence(struct urnic_rtx *r, uint64_t now)
 {
-	uint64_t halvings = (now - r->silence_at_ns) / URNIC_SILENCE_HALF_NS;
+	uint64_t halvings = since(now, r->silence_at_ns) / URNIC_SILENCE_HALF_NS;
 
 	if (halvings) {
 		r->silence_ns = halvings < 64 ? r->silence_ns >> halvings : 0;
@@ -103,7 +110,7 @@ static uint64_t decayed_silence(struct urnic_rtx *r, uint64_t now)
 static void time_silence(struct urnic_rtx *r, uint64_t now)
 {
 	if (r->quiet_since_ns && !r->recovering) {
-		uint64_t quiet = now - r->quiet_since_ns;
+		uint64_t quiet = since(now, r->quiet_since_ns);
 
 		if (quiet > decayed_silence(r, now)) {
 			r->silence_ns = quiet;
@@ -162,7 +169,7 @@ static void arm_probe(struct urnic_qp *qp, uint64_t now)
 void urnic_rtx_sent_more(struct urnic_qp *qp)
 {
 	if (!qp->rtx.probe_at && qp->rtx.deadline)
-		arm_probe(qp, urnic_now_ns());
+		arm_probe(qp, urnic_clock_ns());
 }
 
 void urnic_rtx_arm(struct urnic_qp *qp)
@@ -174,7 +181,7 @@ void urnic_rtx_arm(struct urnic_qp *qp)
 	qp->rtx.probe_at = 0;
 	if (!awaiting_ack(qp) || cap < URNIC_RTO_MIN_NS)
 		return; /* nothing to wait for, or the IB timer alone is short enough */
-	uint64_t now = urnic_now_ns();
+	uint64_t now = urnic_clock_ns();
 
 	qp->rtx.deadline = now + rto_ns(&qp->rtx, cap, now);
 	urnic_engine_deadline(qp->dev, qp->rtx.deadline);
@@ -187,11 +194,11 @@ void urnic_rtx_sent(struct urnic_qp *qp, uint32_t psn)
 	struct urnic_rtx *r = &qp->rtx;
 
 	if (!r->quiet_since_ns)
-		r->quiet_since_ns = urnic_now_ns(); /* into an idle QP: the wait starts now */
+		r->quiet_since_ns = urnic_clock_ns(); /* into an idle QP: the wait starts now */
 	if (r->sample_sent_ns || r->recovering || r->probed)
 		return;
 	r->sample_psn = psn;
-	r->sample_sent_ns = urnic_now_ns();
+	r->sample_sent_ns = urnic_clock_ns();
 }
 
 void urnic_rtx_unsent(struct urnic_qp *qp, uint32_t psn)
@@ -288,14 +295,14 @@ void urnic_rtx_acked(struct urnic_qp *qp, uint32_t una, uint32_t acked)
 	open_cwnd(qp, acked);
 	/* timed even across a probe: one packet, answered with where the responder stands, ends a
 	 * silence no sooner than the responder could have; a go-back's silence stays untimed */
-	time_silence(r, urnic_now_ns());
+	time_silence(r, urnic_clock_ns());
 	r->probed = false;
 	if (una == qp->snd_nxt)
 		r->quiet_since_ns = 0; /* idle: the time until the next send is no silence */
 	if (r->recovering && psn_diff(una, r->recover_psn) >= 0)
 		r->recovering = false;
 	if (r->sample_sent_ns && psn_diff(una, r->sample_psn) > 0) {
-		take_sample(r, urnic_now_ns() - r->sample_sent_ns);
+		take_sample(r, since(urnic_clock_ns(), r->sample_sent_ns));
 		r->sample_sent_ns = 0;
 	}
 }
@@ -331,7 +338,7 @@ bool urnic_rtx_nak_is_stale(struct urnic_qp *qp, uint32_t psn)
 {
 	const struct urnic_rtx *r = &qp->rtx;
 	bool stale = r->goback_ns && psn == r->goback_psn &&
-		     urnic_now_ns() - r->goback_ns < nak_rtt_ns(r);
+		     since(urnic_clock_ns(), r->goback_ns) < nak_rtt_ns(r);
 
 	if (stale)
 		hold_nak(qp, false);
@@ -361,7 +368,7 @@ void urnic_rtx_retransmitting(struct urnic_qp *qp, uint32_t psn)
 
 	r->sample_sent_ns = 0;
 	r->goback_psn = psn;
-	r->goback_ns = urnic_now_ns();
+	r->goback_ns = urnic_clock_ns();
 	r->nak_held_at = 0; /* a NAK held for the last go-back is answered by this one */
 	r->probe_at = 0; /* what it sends re-arms the probe, two round trips from now */
 	r->probe_from = r->goback_ns;
