@@ -66,7 +66,7 @@ struct urnic_dev {
 	atomic_bool standing_back;      /* engine asleep, leaving the socket to a polling app */
 	atomic_bool on_socket;          /* engine asleep on the socket: a packet would wake it */
 	_Atomic uint64_t drained_ns;    /* an app poll emptied a CQ then, and none has come since */
-	atomic_uint quick_returns;      /* drains in a row after which the app came back at once */
+	atomic_uint quick_returns;      /* quick returns after drains less slow ones, 0..MAX */
 	_Atomic uint64_t app_polled_ns;  /* the same, but never cleared: see watch() */
 	unsigned standbacks;      /* engine thread only: stand-backs in a row (each one longer) */
 	/* progress_lock holder only */

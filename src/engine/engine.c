@@ -138,10 +138,11 @@ static void process_rx(struct urnic_dev *dev, struct urnic_rxpkt *pkts, int n,
 	pthread_mutex_unlock(&dev->qp_lock);
 }
 
-/* The application polled less than URNIC_APP_POLL_NS before now (or since now was read). */
-static bool app_recent(uint64_t app, uint64_t now)
+/* An application poll stamped at app (0: none) came less than window before now, or since now
+ * was read (another thread's stamp may be later). */
+static bool polled_within(uint64_t app, uint64_t now, uint64_t window)
 {
-	return app && (app >= now || now - app < URNIC_APP_POLL_NS);
+	return app && (app >= now || now - app < window);
 }
 
 /* Standing back: the application's polls run the timers too, so only its silence is watched
@@ -174,7 +175,7 @@ static void sleep_until(struct urnic_dev *dev, uint64_t deadline)
 	atomic_store(&dev->on_socket, true);
 	uint64_t app = atomic_load(&dev->app_poll_ns);
 
-	if (app_recent(app, now)) {
+	if (polled_within(app, now, URNIC_APP_POLL_NS)) {
 		nfds = 1;
 		deadline = stand_back_until(dev, app);
 	} else {
@@ -324,9 +325,7 @@ void urnic_engine_inject(struct urnic_dev *dev, struct urnic_rxpkt *pkts, int n)
 /* An application thread polled an empty CQ less than URNIC_APP_POLL_NS ago. */
 static bool app_driving(struct urnic_dev *dev)
 {
-	uint64_t app = atomic_load(&dev->app_poll_ns);
-
-	return app && urnic_now_ns() - app < URNIC_APP_POLL_NS;
+	return polled_within(atomic_load(&dev->app_poll_ns), urnic_now_ns(), URNIC_APP_POLL_NS);
 }
 
 /* The socket has a datagram waiting (a poll without timeout: one system call). */
@@ -348,10 +347,9 @@ static bool socket_ready(struct urnic_dev *dev)
 static bool watch(struct urnic_dev *dev)
 {
 	uint64_t start = urnic_now_ns(), now = start, sock_at = start;
-	uint64_t polled = atomic_load(&dev->app_polled_ns);
 	bool rings = urnic_shm_rings_in(&dev->net) > 0;
 
-	if (polled >= start || start - polled < URNIC_WATCH_QUIET_NS) /* a poll after start too */
+	if (polled_within(atomic_load(&dev->app_polled_ns), start, URNIC_WATCH_QUIET_NS))
 		return false;
 	for (; now - start < URNIC_WATCH_NS; now = urnic_now_ns()) {
 		if (atomic_load(&dev->stop) || app_driving(dev))
