@@ -39,6 +39,14 @@ static int set_knob(struct urnic_fault *f, const char *key, const char *val)
 		f->rng = strtoull(val, &end, 0) | 1;
 		return *end ? -EINVAL : 0;
 	}
+	if (strcmp(key, "depth") == 0) {
+		unsigned long d = strtoul(val, &end, 10);
+
+		if (*end || *val == '-' || d < 1 || d > URNIC_FAULT_DEPTH)
+			return -EINVAL;
+		f->depth = (unsigned)d;
+		return 0;
+	}
 	for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++) {
 		if (strcmp(key, knobs[i].name) != 0)
 			continue;
@@ -56,8 +64,9 @@ int urnic_fault_config(struct urnic_fault *f, const char *spec)
 {
 	char buf[256], *save = NULL;
 
-	memset(f, 0, offsetof(struct urnic_fault, held_pkt));
+	memset(f, 0, offsetof(struct urnic_fault, held));
 	f->rng = 0x9e3779b97f4a7c15ull;
+	f->depth = 1;
 	if (!spec || !*spec)
 		return 0;
 	if (strlen(spec) >= sizeof(buf))
@@ -76,11 +85,51 @@ int urnic_fault_config(struct urnic_fault *f, const char *spec)
 	return 0;
 }
 
+/* Keeps a copy of p back, to arrive after 1..depth later packets; false when every slot is
+ * taken, or was emptied into this batch (its buffer is in pkts[] until the batch is done). */
+static bool hold(struct urnic_fault *f, const struct urnic_rxpkt *p, unsigned busy)
+{
+	for (unsigned s = 0; s < URNIC_FAULT_HELD; s++) {
+		struct urnic_fault_held *h = &f->held[s];
+
+		if ((f->held_mask | busy) & (1u << s))
+			continue;
+		memcpy(h->buf, p->data, p->len);
+		h->pkt = *p;
+		h->pkt.data = h->buf;
+		h->wait = f->depth > 1 ? 1 + (unsigned)(next_rand(f) % f->depth) : 1;
+		f->held_mask |= 1u << s;
+		return true;
+	}
+	return false;
+}
+
+/* One more packet has arrived: appends those held back that have now waited long enough, while
+ * pkts[] has room (one due when it has none comes after the next packet). Returns the count. */
+static int release_due(struct urnic_fault *f, struct urnic_rxpkt *pkts, int out, int max,
+		       unsigned *released)
+{
+	for (unsigned s = 0; s < URNIC_FAULT_HELD; s++) {
+		struct urnic_fault_held *h = &f->held[s];
+
+		if (!(f->held_mask & (1u << s)))
+			continue;
+		if (h->wait > 0)
+			h->wait--;
+		if (h->wait > 0 || out == max)
+			continue;
+		pkts[out++] = h->pkt;
+		f->held_mask &= ~(1u << s);
+		*released |= 1u << s;
+	}
+	return out;
+}
+
 int urnic_fault_apply(struct urnic_fault *f, struct urnic_rxpkt *pkts, int n, int max)
 {
 	struct urnic_rxpkt *in = f->in;
 	int out = 0, ndup = 0;
-	bool released = false; /* held_buf is in pkts[]: hold nothing new in this call */
+	unsigned released = 0; /* slots emptied into pkts[]: their buffers are in use */
 
 	memcpy(in, pkts, sizeof(*pkts) * (size_t)n);
 	for (int i = 0; i < n; i++) {
@@ -96,11 +145,7 @@ int urnic_fault_apply(struct urnic_fault *f, struct urnic_rxpkt *pkts, int n, in
 				continue;
 			p.data[next_rand(f) % p.len] ^= (uint8_t)(1u << (next_rand(f) % 8));
 		}
-		if (!f->held && !released && p.len <= URNIC_RX_BUF_LEN && chance(f, f->reorder)) {
-			memcpy(f->held_buf, p.data, p.len);
-			f->held_pkt = p;
-			f->held_pkt.data = f->held_buf;
-			f->held = true;
+		if (p.len <= URNIC_RX_BUF_LEN && chance(f, f->reorder) && hold(f, &p, released)) {
 			f->reordered++;
 			continue;
 		}
@@ -109,11 +154,7 @@ int urnic_fault_apply(struct urnic_fault *f, struct urnic_rxpkt *pkts, int n, in
 			continue;
 		}
 		pkts[out++] = p;
-		if (f->held && out < max) { /* the kept packet arrives after a later one */
-			pkts[out++] = f->held_pkt;
-			f->held = false;
-			released = true;
-		}
+		out = release_due(f, pkts, out, max, &released);
 		if (out < max && ndup < URNIC_FAULT_DUPS && p.len <= URNIC_RX_BUF_LEN &&
 		    chance(f, f->dup)) {
 			memcpy(f->dup_buf[ndup], p.data, p.len);

@@ -1,6 +1,8 @@
 /* fault.h - fault injection on the receive path, for tests: drop, duplicate, reorder, corrupt.
  * Configured by URNIC_FAULT="drop=0.05,dup=0.01,reorder=0.02,corrupt=0.01,seed=7" (each a
- * probability per received packet; seed makes a run repeatable). */
+ * probability per received packet; seed makes a run repeatable). A reordered packet arrives
+ * after the next one, or after 1 to depth later ones with depth=N (at most URNIC_FAULT_DEPTH);
+ * up to URNIC_FAULT_HELD packets are held back at once. */
 #ifndef URNIC_FAULT_H
 #define URNIC_FAULT_H
 
@@ -9,15 +11,23 @@
 
 #include "net/net.h"
 
-#define URNIC_FAULT_DUPS 64 /* duplicates one receive batch can get */
+#define URNIC_FAULT_DUPS 64   /* duplicates one receive batch can get */
+#define URNIC_FAULT_HELD 16   /* packets held back at once */
+#define URNIC_FAULT_DEPTH 256 /* the most later packets one may be held behind */
+
+struct urnic_fault_held {
+	struct urnic_rxpkt pkt; /* .data points at buf */
+	unsigned wait;		/* later packets still to arrive before this one */
+	uint8_t buf[URNIC_RX_BUF_LEN];
+};
 
 struct urnic_fault {
 	bool on;
 	double drop, dup, reorder, corrupt;
+	unsigned depth; /* a reordered packet waits for 1..depth later ones */
 	uint64_t rng;
-	bool held; /* a packet kept back to be delivered after the next one */
-	struct urnic_rxpkt held_pkt;
-	uint8_t held_buf[URNIC_RX_BUF_LEN];
+	unsigned held_mask; /* held[] slots in use */
+	struct urnic_fault_held held[URNIC_FAULT_HELD];
 	uint8_t dup_buf[URNIC_FAULT_DUPS][URNIC_RX_BUF_LEN];
 	struct urnic_rxpkt in[URNIC_RX_BATCH]; /* the batch as received, while rewriting it */
 	uint64_t dropped, duplicated, reordered, corrupted;
