@@ -49,6 +49,7 @@
 	X(drop_length, "drop_bad_length")                                                          \
 	X(drop_qkey, "drop_bad_qkey")                                                              \
 	X(drop_no_recv, "drop_no_receive_wqe")                                                     \
+	X(drop_stale_rd_atomic, "drop_stale_read_atomic")                                          \
 	X(cq_overflow, "cq_overflow")                                                              \
 	X(gso_sends, "tx_gso_sends")                                                               \
 	X(gro_receives, "rx_gro_receives")                                                         \
@@ -73,7 +74,7 @@ extern const char *const urnic_counter_names[URNIC_C_COUNT];
  * The library writes it with relaxed atomic adds; readers copy it and may see a counter a few
  * events behind. Version bumps whenever this layout changes. */
 #define URNIC_STATS_MAGIC 0x75726e6963737461ull /* "urnicsta" */
-#define URNIC_STATS_VERSION 9
+#define URNIC_STATS_VERSION 10
 #define URNIC_STATS_QP_SLOTS 1024
 
 struct urnic_stats_qp {

@@ -442,30 +442,30 @@ static void duplicate(struct urnic_qp *qp, const struct resp_pkt *rp, struct urn
 	uint32_t mask = rp->op->mask;
 
 	urnic_qp_count(qp, URNIC_C_dup_requests, 1);
-	if (mask & URNIC_M_ATOMIC) {
-		/* answered again from the record, in PSN order behind what is still due */
+	if (mask & (URNIC_M_ATOMIC | URNIC_M_READ)) {
 		struct urnic_rd_res *r = rd_find(qp, rp->psn);
 
-		if (r && r->atomic) {
+		/* Older than every resource: not a retry the requester can still be making (it has
+		 * at most max_dest_rd_atomic unanswered, and the resources hold the latest that
+		 * many), but a copy the network delayed. Answering it would take a resource, and
+		 * recycle the oldest record a real retry may still need. */
+		if (!r || r->atomic != !!(mask & URNIC_M_ATOMIC)) {
+			urnic_qp_count(qp, URNIC_C_drop_stale_rd_atomic, 1);
+			return;
+		}
+		if (r->atomic) { /* answered again from the record, behind what is still due */
 			r->busy = r->replay = true;
 			qp->dev->tx_pending = true;
+			return;
 		}
-		return;
-	}
-	if (mask & URNIC_M_READ) {
 		/* the requester went back: answers still queued beyond this PSN are stale */
 		for (int i = 0; i < qp->rd_count; i++) {
-			struct urnic_rd_res *r = rd_at(qp, i);
+			struct urnic_rd_res *later = rd_at(qp, i);
 
-			if (r->busy && !r->atomic && psn_diff(r->psn, rp->psn) > 0)
-				r->busy = false;
+			if (later->busy && !later->atomic && psn_diff(later->psn, rp->psn) > 0)
+				later->busy = false;
 		}
-		struct urnic_rd_res *r = rd_find(qp, rp->psn);
-
-		if (r && !r->atomic)
-			restart_read(qp, r, rp); /* the original's resource answers the retry */
-		else
-			start_read(qp, rp);
+		restart_read(qp, r, rp); /* the original's resource answers the retry */
 		return;
 	}
 	/* SEND/WRITE: everything up to this PSN did arrive; say so */

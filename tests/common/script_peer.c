@@ -15,8 +15,6 @@
 #include "net/net.h"
 #include "urnic.h"
 
-#define PEER_PSN 1000u /* the PSN the responder expects first (unchecked: it only reads) */
-
 static void bind_near(struct rc *rc, struct script_peer *p)
 {
 	RC_CHECK(rc, urnic_gid_to_ipv4(&rc->me.gid, &p->requester_addr), "GID 0 is not IPv4");
@@ -50,7 +48,7 @@ struct rc_opts script_peer_defaults(const char *name)
 void script_peer_open(struct rc *rc, struct script_peer *p, uint32_t sq_psn)
 {
 	struct rc_peer peer = {.qpn = {SCRIPT_PEER_QPN},
-			       .psn = {PEER_PSN},
+			       .psn = {SCRIPT_PEER_PSN},
 			       .addr = 0x10000,
 			       .rkey = 0x77};
 
@@ -265,4 +263,67 @@ void script_peer_send_read_responses(struct rc *rc, struct script_peer *p, uint3
 		script_peer_send_read_response(rc, p, opcode, psn + k, data + (size_t)k * rc->mtu,
 					       rc->mtu);
 	}
+}
+
+/* ---- the scripted peer as a requester ---- */
+
+void script_peer_send_read_request(struct rc *rc, struct script_peer *p, uint32_t psn, size_t off,
+				   uint32_t len)
+{
+	const struct urnic_opcode_info *op = urnic_op(URNIC_OP_READ_REQUEST);
+	uint8_t pkt[URNIC_MAX_HDR_LEN + URNIC_ICRC_LEN];
+
+	build_bth(p, pkt, URNIC_OP_READ_REQUEST, psn, 0);
+	reth_build(pkt + op->reth, (uint64_t)(uintptr_t)(rc->buf + off), rc->mr->rkey, len);
+	send_sealed(rc, p, pkt, op->hdr_len + URNIC_ICRC_LEN);
+}
+
+void script_peer_send_fetch_add(struct rc *rc, struct script_peer *p, uint32_t psn, size_t off,
+				uint64_t add)
+{
+	const struct urnic_opcode_info *op = urnic_op(URNIC_OP_FETCH_ADD);
+	uint8_t pkt[URNIC_MAX_HDR_LEN + URNIC_ICRC_LEN];
+
+	build_bth(p, pkt, URNIC_OP_FETCH_ADD, psn, 0);
+	atomiceth_build(pkt + op->atomiceth, (uint64_t)(uintptr_t)(rc->buf + off), rc->mr->rkey,
+			add, 0);
+	send_sealed(rc, p, pkt, op->hdr_len + URNIC_ICRC_LEN);
+}
+
+bool script_peer_recv_response(struct rc *rc, struct script_peer *p, unsigned ms,
+			       struct script_response *r)
+{
+	uint8_t pkt[URNIC_RX_BUF_LEN];
+	struct pollfd pfd = {.fd = p->fd, .events = POLLIN};
+	struct sockaddr_in from;
+	socklen_t fromlen = sizeof(from);
+	uint16_t id_hint = 0;
+
+	if (poll(&pfd, 1, (int)ms) <= 0)
+		return false;
+	ssize_t n = recvfrom(p->fd, pkt, sizeof(pkt), 0, (struct sockaddr *)&from, &fromlen);
+
+	RC_CHECK(rc, n >= URNIC_BTH_LEN + URNIC_ICRC_LEN, "recv: %zd (%s)", n, strerror(errno));
+	const struct urnic_opcode_info *op = urnic_op(bth_opcode(pkt));
+	const struct urnic_ip4_flow flow = {.saddr = from.sin_addr.s_addr,
+					    .daddr = p->addr,
+					    .sport = ntohs(from.sin_port),
+					    .dport = URNIC_ROCEV2_PORT};
+
+	RC_CHECK(rc, op && (op->mask & URNIC_M_RESP) && op->aeth, "opcode %#x is no response",
+		 bth_opcode(pkt));
+	RC_CHECK(rc, bth_dqpn(pkt) == SCRIPT_PEER_QPN, "packet for QPN %#x", bth_dqpn(pkt));
+	RC_CHECK(rc, (size_t)n >= op->hdr_len + bth_padcnt(pkt) + URNIC_ICRC_LEN,
+		 "%zd bytes: shorter than its headers", n);
+	RC_CHECK(rc, urnic_icrc_check(&flow, pkt, (size_t)n, &id_hint), "ICRC wrong");
+	*r = (struct script_response){
+		.opcode = bth_opcode(pkt),
+		.psn = bth_psn(pkt),
+		.aeth = aeth_type(pkt + op->aeth),
+		.aeth_value = aeth_value(pkt + op->aeth),
+		.len = (uint32_t)((size_t)n - op->hdr_len - bth_padcnt(pkt) - URNIC_ICRC_LEN)};
+	if (op->atomicacketh)
+		r->orig = atomicacketh_orig(pkt + op->atomicacketh);
+	memcpy(r->payload, pkt + op->hdr_len, r->len);
+	return true;
 }

@@ -1,18 +1,21 @@
-/* script_peer.h - a scripted RC responder for one-process tests of the requester: a plain UDP
- * socket at another loopback address that reads the requester's WRITE packets (payload checked
- * byte for byte) and READ requests, and answers with forged, ICRC-sealed ACKs, NAKs and READ
- * responses, when and as the test says.
- * It lets a test stage what a real responder does only by chance: a lost retransmission, a NAK
- * that crosses a go-back. */
+/* script_peer.h - a scripted RC peer for one-process tests: a plain UDP socket at another
+ * loopback address. As a responder it reads the requester's WRITE packets (payload checked byte
+ * for byte) and READ requests, and answers with forged, ICRC-sealed ACKs, NAKs and READ
+ * responses, when and as the test says. As a requester it sends READ and FETCH_ADD requests to
+ * rc->qp[0]'s responder and reads what it answers.
+ * It lets a test stage what a real peer does only by chance: a lost retransmission, a NAK that
+ * crosses a go-back, a request the network delivered late. */
 #ifndef URNIC_TEST_SCRIPT_PEER_H
 #define URNIC_TEST_SCRIPT_PEER_H
 
 #include <stdint.h>
 
+#include "net/net.h"
 #include "rc_harness.h"
 #include "wire/wire.h"
 
-#define SCRIPT_PEER_QPN 0x00beefu /* the scripted responder's QPN */
+#define SCRIPT_PEER_QPN 0x00beefu /* the scripted peer's QPN */
+#define SCRIPT_PEER_PSN 1000u	  /* the PSN rc->qp[0]'s responder expects first */
 
 struct script_peer {
 	int fd;
@@ -76,5 +79,32 @@ void script_peer_send_read_response(struct rc *rc, struct script_peer *p, uint8_
  * MIDDLE..., LAST, or ONLY. */
 void script_peer_send_read_responses(struct rc *rc, struct script_peer *p, uint32_t psn,
 				     uint32_t npkts, const uint8_t *data);
+
+/* ---- the scripted peer as a requester ---- */
+
+/* Sends a READ request at psn for len bytes of rc->buf from offset off, with rc's rkey. */
+void script_peer_send_read_request(struct rc *rc, struct script_peer *p, uint32_t psn, size_t off,
+				   uint32_t len);
+
+/* Sends a FETCH_ADD at psn of add to the 8 bytes at offset off of rc->buf, with rc's rkey. */
+void script_peer_send_fetch_add(struct rc *rc, struct script_peer *p, uint32_t psn, size_t off,
+				uint64_t add);
+
+/* A packet rc->qp[0]'s responder sent: its opcode and PSN, its AETH's type and value, the
+ * original value of an ATOMIC ACKNOWLEDGE, the payload of a READ response. */
+struct script_response {
+	uint8_t opcode;
+	uint32_t psn;
+	enum urnic_aeth_type aeth;
+	unsigned aeth_value;
+	uint64_t orig;
+	uint32_t len;
+	uint8_t payload[URNIC_RX_BUF_LEN];
+};
+
+/* The next packet from rc->qp[0]'s responder within ms (checked: an ICRC-sealed response for
+ * our QPN): true, with *r filled in, or false when none came. */
+bool script_peer_recv_response(struct rc *rc, struct script_peer *p, unsigned ms,
+			       struct script_response *r);
 
 #endif
