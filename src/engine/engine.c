@@ -384,8 +384,12 @@ static void *engine_main(void *arg)
 			busy = progress_turn(dev, &b, false);
 			pthread_mutex_unlock(&dev->progress_lock);
 		}
-		if (!busy && !watch(dev))
-			sleep_until(dev, atomic_load(&dev->timer_next));
+		if (!busy && !watch(dev)) {
+			uint64_t next = atomic_load(&dev->timer_next);
+			uint64_t fault = urnic_net_fault_due(&dev->net);
+
+			sleep_until(dev, fault < next ? fault : next);
+		}
 	}
 	return NULL;
 }

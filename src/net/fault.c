@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "net/fault.h"
 
@@ -67,6 +68,7 @@ int urnic_fault_config(struct urnic_fault *f, const char *spec)
 	memset(f, 0, offsetof(struct urnic_fault, held));
 	f->rng = 0x9e3779b97f4a7c15ull;
 	f->depth = 1;
+	atomic_store(&f->due_ns, UINT64_MAX);
 	if (!spec || !*spec)
 		return 0;
 	if (strlen(spec) >= sizeof(buf))
@@ -87,7 +89,7 @@ int urnic_fault_config(struct urnic_fault *f, const char *spec)
 
 /* Keeps a copy of p back, to arrive after 1..depth later packets; false when every slot is
  * taken, or was emptied into this batch (its buffer is in pkts[] until the batch is done). */
-static bool hold(struct urnic_fault *f, const struct urnic_rxpkt *p, unsigned busy)
+static bool hold(struct urnic_fault *f, const struct urnic_rxpkt *p, unsigned busy, uint64_t now)
 {
 	for (unsigned s = 0; s < URNIC_FAULT_HELD; s++) {
 		struct urnic_fault_held *h = &f->held[s];
@@ -98,25 +100,27 @@ static bool hold(struct urnic_fault *f, const struct urnic_rxpkt *p, unsigned bu
 		h->pkt = *p;
 		h->pkt.data = h->buf;
 		h->wait = f->depth > 1 ? 1 + (unsigned)(next_rand(f) % f->depth) : 1;
+		h->until_ns = now + URNIC_FAULT_HOLD_NS;
 		f->held_mask |= 1u << s;
 		return true;
 	}
 	return false;
 }
 
-/* One more packet has arrived: appends those held back that have now waited long enough, while
- * pkts[] has room (one due when it has none comes after the next packet). Returns the count. */
+/* Appends the held packets that arrive now, while pkts[] has room: those that have waited for
+ * enough later packets (one more has just arrived if `arrived`), or their longest time. Returns
+ * the count. */
 static int release_due(struct urnic_fault *f, struct urnic_rxpkt *pkts, int out, int max,
-		       unsigned *released)
+		       unsigned *released, bool arrived, uint64_t now)
 {
 	for (unsigned s = 0; s < URNIC_FAULT_HELD; s++) {
 		struct urnic_fault_held *h = &f->held[s];
 
 		if (!(f->held_mask & (1u << s)))
 			continue;
-		if (h->wait > 0)
+		if (arrived && h->wait > 0)
 			h->wait--;
-		if (h->wait > 0 || out == max)
+		if ((h->wait > 0 && now < h->until_ns) || out == max)
 			continue;
 		pkts[out++] = h->pkt;
 		f->held_mask &= ~(1u << s);
@@ -125,11 +129,35 @@ static int release_due(struct urnic_fault *f, struct urnic_rxpkt *pkts, int out,
 	return out;
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void note_due(struct urnic_fault *f)
+{
+	uint64_t due = UINT64_MAX;
+
+	for (unsigned s = 0; s < URNIC_FAULT_HELD; s++)
+		if ((f->held_mask & (1u << s)) && f->held[s].until_ns < due)
+			due = f->held[s].until_ns;
+	atomic_store_explicit(&f->due_ns, due, memory_order_relaxed);
+}
+
+uint64_t urnic_fault_due_ns(const struct urnic_fault *f)
+{
+	return atomic_load_explicit(&f->due_ns, memory_order_relaxed);
+}
+
 int urnic_fault_apply(struct urnic_fault *f, struct urnic_rxpkt *pkts, int n, int max)
 {
 	struct urnic_rxpkt *in = f->in;
 	int out = 0, ndup = 0;
 	unsigned released = 0; /* slots emptied into pkts[]: their buffers are in use */
+	uint64_t now = now_ns();
 
 	memcpy(in, pkts, sizeof(*pkts) * (size_t)n);
 	for (int i = 0; i < n; i++) {
@@ -145,7 +173,8 @@ int urnic_fault_apply(struct urnic_fault *f, struct urnic_rxpkt *pkts, int n, in
 				continue;
 			p.data[next_rand(f) % p.len] ^= (uint8_t)(1u << (next_rand(f) % 8));
 		}
-		if (p.len <= URNIC_RX_BUF_LEN && chance(f, f->reorder) && hold(f, &p, released)) {
+		if (p.len <= URNIC_RX_BUF_LEN && chance(f, f->reorder) &&
+		    hold(f, &p, released, now)) {
 			f->reordered++;
 			continue;
 		}
@@ -154,7 +183,7 @@ int urnic_fault_apply(struct urnic_fault *f, struct urnic_rxpkt *pkts, int n, in
 			continue;
 		}
 		pkts[out++] = p;
-		out = release_due(f, pkts, out, max, &released);
+		out = release_due(f, pkts, out, max, &released, true, now);
 		if (out < max && ndup < URNIC_FAULT_DUPS && p.len <= URNIC_RX_BUF_LEN &&
 		    chance(f, f->dup)) {
 			memcpy(f->dup_buf[ndup], p.data, p.len);
@@ -163,5 +192,7 @@ int urnic_fault_apply(struct urnic_fault *f, struct urnic_rxpkt *pkts, int n, in
 			f->duplicated++;
 		}
 	}
+	out = release_due(f, pkts, out, max, &released, false, now);
+	note_due(f);
 	return out;
 }

@@ -94,6 +94,9 @@ int urnic_net_send(struct urnic_net *net, struct urnic_txpkt *pkts, int n,
 int urnic_net_recv(struct urnic_net *net, struct urnic_rxpkt *out, struct urnic_net_tally *t,
 		   bool polling);
 void urnic_net_recv_done(struct urnic_net *net);
+/* URNIC_FAULT: when a receive is due at the latest for a packet the injector holds back to arrive
+ * (CLOCK_MONOTONIC ns); UINT64_MAX without injection or when none is held. */
+uint64_t urnic_net_fault_due(const struct urnic_net *net);
 uint16_t urnic_net_sport(const struct urnic_net *net, unsigned idx);
 
 #endif

@@ -415,9 +415,14 @@ int urnic_net_recv(struct urnic_net *net, struct urnic_rxpkt *out, struct urnic_
 		t->shm_packets += (uint64_t)local;
 		n += local;
 	}
-	if (net->fault && n > 0)
+	if (net->fault && (n > 0 || urnic_fault_due_ns(net->fault) != UINT64_MAX))
 		n = urnic_fault_apply(net->fault, out, n, URNIC_RX_BATCH);
 	return n;
+}
+
+uint64_t urnic_net_fault_due(const struct urnic_net *net)
+{
+	return net->fault ? urnic_fault_due_ns(net->fault) : UINT64_MAX;
 }
 
 void urnic_net_recv_done(struct urnic_net *net)

@@ -1,11 +1,13 @@
 /* test_fault: the fault injector's reordering (src/net/fault.c). A reordered packet arrives
- * after 1 to depth later ones, as an unchanged copy; every packet arrives once; a held packet's
- * buffer is not taken for another while the batch it was released into is being read; and a
- * depth outside 1..URNIC_FAULT_DEPTH is refused. */
+ * after 1 to depth later ones, as an unchanged copy, or once it has been held
+ * URNIC_FAULT_HOLD_NS when no later one comes; every packet arrives once; a held packet's buffer
+ * is not taken for another while the batch it was released into is being read; and a depth
+ * outside 1..URNIC_FAULT_DEPTH is refused. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "net/fault.h"
 
@@ -95,6 +97,29 @@ static unsigned run(const char *spec, int batch, unsigned maxshift)
 	return widest;
 }
 
+/* Three packets, all held; nothing arrives before URNIC_FAULT_HOLD_NS has passed, then all three
+ * do, from an empty receive. */
+static void held_at_most_hold_ns(void)
+{
+	struct urnic_rxpkt pkts[URNIC_RX_BATCH];
+	struct timespec hold = {.tv_nsec = (long)(2 * URNIC_FAULT_HOLD_NS)};
+
+	CHECK(urnic_fault_config(&fault, "reorder=1,depth=256,seed=1") == 0, "refused");
+	CHECK(urnic_fault_due_ns(&fault) == UINT64_MAX, "a due time with nothing held");
+	for (uint32_t k = 0; k < 3; k++)
+		make(&pkts[k], wire[k], k);
+	CHECK(urnic_fault_apply(&fault, pkts, 3, URNIC_RX_BATCH) == 0, "a packet not held");
+	CHECK(urnic_fault_due_ns(&fault) != UINT64_MAX, "no due time with packets held");
+	CHECK(urnic_fault_apply(&fault, pkts, 0, URNIC_RX_BATCH) == 0, "released at once");
+	nanosleep(&hold, NULL);
+	int n = urnic_fault_apply(&fault, pkts, 0, URNIC_RX_BATCH);
+
+	CHECK(n == 3, "%d of 3 held packets arrived after twice the longest hold", n);
+	for (uint32_t k = 0; k < 3; k++)
+		CHECK(number(&pkts[k]) == k, "packet %u out of slot order", k);
+	CHECK(urnic_fault_due_ns(&fault) == UINT64_MAX, "a due time with nothing held");
+}
+
 int main(void)
 {
 	config_refused("depth=0");
@@ -114,6 +139,7 @@ int main(void)
 	run("reorder=0.2,depth=32,seed=5", URNIC_RX_BATCH, 32 + URNIC_FAULT_HELD);
 	/* every packet held that can be: the slots fill, and all 16 wait behind one packet */
 	run("reorder=1,depth=1,seed=9", 7, 2 * URNIC_FAULT_HELD);
+	held_at_most_hold_ns();
 	printf("test_fault: ok\n");
 	return 0;
 }
