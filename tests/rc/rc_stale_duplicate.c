@@ -8,7 +8,9 @@
  * all of them is one the network held back. Answering it (as a new READ, before) took a resource
  * and recycled the oldest record; when the answer to that atomic had been lost, its retries
  * went unanswered for good and the requester went back over it until its retry count ran out
- * (rc_ordering under URNIC_FAULT reorder=0.3,depth=64,dup=0.05: 2 runs in 62).
+ * (rc_ordering under URNIC_FAULT reorder=0.3,depth=64,dup=0.05: 2 runs in 62); and new requests
+ * arriving with it could find every resource owing its first answer, which the responder takes
+ * for more than max_dest_rd_atomic outstanding: an invalid-request NAK.
  *
  * One process: the requester is scripted on a plain UDP socket (script_peer.c) against
  * rc->qp[0]'s responder, whose max_dest_rd_atomic is 2. */
@@ -118,6 +120,21 @@ static int test(struct rc *rc)
 	dropped_as_stale(rc, &p, stale);
 	RC_CHECK(rc, memory(rc) == INITIAL + 23, "counter %llu, expected %u: an atomic ran twice",
 		 (unsigned long long)memory(rc), INITIAL + 23);
+
+	/* A stale copy that took a resource, then two new requests in the same receive batch:
+	 * the second found every resource owing its first answer, and drew an invalid-request
+	 * NAK (4 runs in 5 before; the timing decides whether the three share a batch). */
+	rc_step(rc, "the READ at PSN %u late again, and new FETCH_ADDs at PSN %u and %u at once", psn,
+		psn + 4, psn + 5);
+	script_peer_send_read_request(rc, &p, psn, ROFF, RLEN);
+	script_peer_send_fetch_add(rc, &p, psn + 4, AOFF, 13);
+	script_peer_send_fetch_add(rc, &p, psn + 5, AOFF, 17);
+	expect_answer(rc, &p, URNIC_OP_ATOMIC_ACK, psn + 4, &r);
+	RC_CHECK(rc, r.orig == INITIAL + 23, "original value %llu", (unsigned long long)r.orig);
+	expect_answer(rc, &p, URNIC_OP_ATOMIC_ACK, psn + 5, &r);
+	RC_CHECK(rc, r.orig == INITIAL + 36, "original value %llu", (unsigned long long)r.orig);
+	RC_CHECK(rc, !script_peer_recv_response(rc, &p, QUIET_MS, &r),
+		 "answered with opcode %#x at PSN %u", r.opcode, r.psn);
 	RC_CHECK(rc, counter(rc, URNIC_C_nak_inv_sent) == nak_inv, "an invalid-request NAK");
 	script_peer_close(&p);
 	return RC_PASS;
