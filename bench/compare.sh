@@ -11,7 +11,10 @@
 # on lo, iperf3 on 127.0.0.1; eth0 tx packets are counted), every process under timeout(1), servers
 # stopped by PID, server pinned to CPU 0 and client to CPU 1.
 # Units: latency in us as each tool reports it (perftest write/send_lat and UCX: one way = RTT/2;
-# ib_read_lat: the full READ round trip); bandwidth GB/s = 1e9 B/s of payload; rate Mpps.
+# ib_read_lat: the full READ round trip); bandwidth GB/s = 1e9 B/s of payload; rate Mpps. Each
+# latency twice, like against like: METRIC is the typical one (perftest's t_typical, UCX's 50th
+# percentile), METRIC_avg the average (perftest's t_avg, UCX's overall average, fi_pingpong's
+# usec/xfer), which shows a tail the typical figure hides.
 # CPU s/GiB: user+sys seconds of server and client together (GNU time on each process, so urnic's
 # engine thread is included) per 2^30 payload bytes; bandwidth points only.
 set -u
@@ -130,7 +133,8 @@ urnic_point() { # TOOL SIZE
 	o=$(awk '$1 == '"$s"' && NF >= 5' "$CLI_LOG" | tail -1)
 	case $t in
 	*lat) # #bytes #iterations t_min t_max t_typical t_avg ...
-		raw urnic perftest "${t#ib_}" "$s" us "$(echo "$o" | awk '{print $5}')" 0 ;;
+		raw urnic perftest "${t#ib_}" "$s" us "$(echo "$o" | awk '{print $5}')" 0
+		raw urnic perftest "${t#ib_}_avg" "$s" us "$(echo "$o" | awk '{print $6}')" 0 ;;
 	*) # #bytes #iterations BW_peak BW_average(MiB/s) MsgRate(Mpps)
 		raw urnic perftest "${t#ib_}" "$s" GB/s "$(echo "$o" | awk '{print $4 * 1048576 / 1e9}')" $((s * n))
 		[ "$s" = 8 ] && [ "$t" = ib_write_bw ] &&
@@ -158,7 +162,8 @@ ucx_point() { # TEST SIZE
 	# CSV: iters,lat50,lat_avg,lat_overall(us),bw_avg,bw_overall(MiB/s),mr_avg,mr_overall
 	o=$(grep -E '^ *[0-9]+,' "$CLI_LOG" | tail -1)
 	case $t in
-	*lat) raw ucx_perftest "tcp" "${t#ucp_}" "$s" us "$(echo "$o" | awk -F, '{print $4}')" 0 ;;
+	*lat) raw ucx_perftest "tcp" "${t#ucp_}" "$s" us "$(echo "$o" | awk -F, '{print $2}')" 0
+	      raw ucx_perftest "tcp" "${t#ucp_}_avg" "$s" us "$(echo "$o" | awk -F, '{print $4}')" 0 ;;
 	*) raw ucx_perftest "tcp" "${t#ucp_}" "$s" GB/s "$(echo "$o" | awk -F, '{print $6 * 1048576 / 1e9}')" $((s * n))
 	   [ "$s" = 8 ] && raw ucx_perftest "tcp" "${t#ucp_}_msgrate" 8 Mpps "$(echo "$o" | awk -F, '{print $8 / 1e6}')" $((s * n)) ;;
 	esac
@@ -177,7 +182,7 @@ fi_point() { # SIZE
 	srv_stop 3
 	# bytes #sent #ack total time MB/sec(1e6) usec/xfer(one way) Mxfers/sec
 	o=$(awk 'NF == 8 && $1 != "bytes"' "$CLI_LOG" | tail -1)
-	raw fi_pingpong "tcp msg" lat "$s" us "$(echo "$o" | awk '{print $7}')" 0
+	raw fi_pingpong "tcp msg" lat_avg "$s" us "$(echo "$o" | awk '{print $7}')" 0
 	[ "$s" -ge 65536 ] && raw fi_pingpong "tcp msg" pingpong_bw "$s" GB/s "$(echo "$o" | awk '{print $6 / 1000}')" $((2 * s * n))
 }
 
@@ -280,7 +285,8 @@ awk -F'\t' '
 	function kind(m) { return m ~ /msgrate/ ? "rate" : m ~ /lat/ ? "lat" : m ~ /copy/ ? "copy" : "bw" }
 	END {
 		printf "%-14s %8s %16s %10s  %-34s %6s  %-30s %s\n", "metric", "size", "urnic", "peer", "best peer", "ratio", "direction", "CPU s/GiB urnic | peer"
-		n = split("write_bw read_bw send_bw write_msgrate write_lat read_lat send_lat", ms, " ")
+		n = split("write_bw read_bw send_bw write_msgrate write_lat read_lat send_lat " \
+			  "write_lat_avg read_lat_avg send_lat_avg", ms, " ")
 		ns = split("8 4096 65536 1048576", ss, " ")
 		for (i = 1; i <= n; i++) for (j = 1; j <= ns; j++) {
 			m = ms[i]; s = ss[j]; k = m SUBSEP s
@@ -289,7 +295,8 @@ awk -F'\t' '
 			for (p = 1; p <= np; p++) {
 				split(peers[p], f, "|")
 				if (f[4] != s || kind(f[3]) != kd) continue
-				if (kd == "lat" && f[3] !~ /am_lat|put_lat|^lat$/) continue
+				if (kd == "lat" && m !~ /_avg$/ && f[3] !~ /^(am|put)_lat$/) continue
+				if (kd == "lat" && m ~ /_avg$/ && f[3] !~ /^((am|put)_lat|lat)_avg$/) continue
 				if (best == "" || (kd == "lat" ? f[5] + 0 < best + 0 : f[5] + 0 > best + 0)) {
 					best = f[5]; bn = f[1] " " f[2] " " f[3]; bc = f[6] }
 			}
@@ -311,6 +318,8 @@ awk -F'\t' '
 		print ""; print "targets (UCX_TLS=tcp figures of this run):"
 		t("8 B write_lat <= UCX am_lat (us)", v["urnic", "write_lat", 8], v["ucx_perftest", "am_lat", 8], 1)
 		t("8 B send_lat <= UCX am_lat (us)", v["urnic", "send_lat", 8], v["ucx_perftest", "am_lat", 8], 1)
+		t("8 B write_lat avg <= UCX am_lat avg (us)", v["urnic", "write_lat_avg", 8], v["ucx_perftest", "am_lat_avg", 8], 1)
+		t("8 B send_lat avg <= UCX am_lat avg (us)", v["urnic", "send_lat_avg", 8], v["ucx_perftest", "am_lat_avg", 8], 1)
 		t("1 MiB write_bw >= UCX tag_bw (GB/s)", v["urnic", "write_bw", 1048576], v["ucx_perftest", "tag_bw", 1048576], 1)
 		t("1 MiB read_bw >= UCX tag_bw (GB/s)", v["urnic", "read_bw", 1048576], v["ucx_perftest", "tag_bw", 1048576], 1)
 		t("1 MiB write_bw >= 1.5 x UCX put_bw (GB/s)", v["urnic", "write_bw", 1048576], v["ucx_perftest", "put_bw", 1048576], 1.5)
@@ -332,7 +341,7 @@ if command -v gnuplot >/dev/null; then
 	series urnic send_lat u_slat
 	series ucx_perftest am_lat ucx_am
 	series ucx_perftest put_lat ucx_putlat
-	series fi_pingpong lat fi_lat
+	series fi_pingpong lat_avg fi_lat
 	plotline() { # file title...
 		local f=$1
 		shift
@@ -343,8 +352,8 @@ if command -v gnuplot >/dev/null; then
 		echo "set xlabel 'message size (bytes)'; set ylabel 'GB/s (1e9 B/s)'; set key left top; set grid"
 		echo "set title 'bandwidth by size, loopback, server CPU 0 / client CPU 1'"
 		echo "plot $(plotline u_write urnic WRITE)$(plotline u_read urnic READ)$(plotline u_send urnic SEND)$(plotline ucx_put UCX tcp put_bw)$(plotline ucx_tag UCX tcp tag_bw)$(plotline tcp kernel TCP iperf3)" | sed 's/, $//'
-		echo "set output '$OUT/latency.png'; set ylabel 'us (perftest/UCX/fi: one way; READ: round trip)'; set title 'latency by size'"
-		echo "plot $(plotline u_wlat urnic WRITE)$(plotline u_rlat urnic READ rtt)$(plotline u_slat urnic SEND)$(plotline ucx_am UCX tcp am_lat)$(plotline ucx_putlat UCX tcp put_lat)$(plotline fi_lat libfabric tcp)" | sed 's/, $//'
+		echo "set output '$OUT/latency.png'; set ylabel 'us (perftest/UCX/fi: one way; READ: round trip)'; set title 'latency by size (typical; libfabric: average)'"
+		echo "plot $(plotline u_wlat urnic WRITE)$(plotline u_rlat urnic READ rtt)$(plotline u_slat urnic SEND)$(plotline ucx_am UCX tcp am_lat)$(plotline ucx_putlat UCX tcp put_lat)$(plotline fi_lat libfabric tcp avg)" | sed 's/, $//'
 	} >"$OUT/plot.gp"
 	timeout 60 gnuplot "$OUT/plot.gp" 2>"$OUT/logs/gnuplot.log" || log "gnuplot failed: $OUT/logs/gnuplot.log"
 fi
