@@ -65,6 +65,12 @@ struct urnic_dev {
 	_Atomic uint64_t app_poll_ns;   /* last time an application thread drove progress */
 	atomic_bool standing_back;      /* engine asleep, leaving the socket to a polling app */
 	atomic_bool on_socket;          /* engine asleep on the socket: a packet would wake it */
+	/* SCHED_FIFO for the engine thread while it listens for an application that does not poll
+	 * (engine.c, engine_rt): rt_ok once it proved permitted; rt_now what it is set to, changed
+	 * under rt_lock by the engine thread and by an application thread that leaves */
+	bool rt_ok;
+	atomic_bool rt_now;
+	pthread_mutex_t rt_lock;
 	_Atomic uint64_t drained_ns;    /* an app poll emptied a CQ then, and none has come since */
 	atomic_uint quick_returns;      /* quick returns after drains less slow ones, 0..MAX */
 	_Atomic uint64_t app_polled_ns;  /* the same, but never cleared: see watch() */

@@ -138,6 +138,74 @@ static void process_rx(struct urnic_dev *dev, struct urnic_rxpkt *pkts, int n,
 	pthread_mutex_unlock(&dev->qp_lock);
 }
 
+/* The engine thread's scheduling class (thread: the engine thread). SCHED_FIFO while it listens
+ * for an application that does not poll: such an application may spin on memory on this very
+ * CPU (perftest's write latency loop, pinned), and the kernel's fair class lets a task that has
+ * just been picked run out its slice, so a woken engine thread could wait for the next tick
+ * (4 ms here; ib_write_lat's p99 read 1.8 ms) while the peer's packets waited with it. Not while
+ * it stands back for a polling application, which would pay a preemption for every wake-up of
+ * it, nor through a long run of work. unless_polling: leave it real-time if the application no
+ * longer polls (it left, and has asked for real-time meanwhile). */
+static void engine_rt_locked(struct urnic_dev *dev, pthread_t thread, bool on)
+{
+	struct sched_param sp = {.sched_priority = on ? URNIC_ENGINE_RT_PRIO : 0};
+
+	if (atomic_load(&dev->rt_now) != on &&
+	    pthread_setschedparam(thread, on ? SCHED_FIFO : SCHED_OTHER, &sp) == 0)
+		atomic_store(&dev->rt_now, on);
+}
+
+/* From the engine thread itself, which alone lowers its class. */
+static void engine_rt(struct urnic_dev *dev, bool on, bool unless_polling)
+{
+	if (!dev->rt_ok || atomic_load_explicit(&dev->rt_now, memory_order_relaxed) == on)
+		return;
+	pthread_mutex_lock(&dev->rt_lock);
+	if (!(unless_polling && !atomic_load(&dev->app_poll_ns)))
+		engine_rt_locked(dev, pthread_self(), on);
+	pthread_mutex_unlock(&dev->rt_lock);
+}
+
+/* From an application thread, which raises the class as it leaves and lowers it as it starts
+ * polling (before it wakes the engine thread to stand back: a real-time one would preempt the
+ * poll at once). No unlocked look: the engine thread may be changing it. */
+static void engine_rt_set(struct urnic_dev *dev, bool on)
+{
+	if (!dev->rt_ok)
+		return;
+	pthread_mutex_lock(&dev->rt_lock);
+	engine_rt_locked(dev, dev->thread, on);
+	pthread_mutex_unlock(&dev->rt_lock);
+}
+
+/* Starts the engine thread, real-time from the start where it may be (engine_rt). */
+static int engine_create(struct urnic_dev *dev, void *(*fn)(void *))
+{
+	const char *env = getenv("URNIC_ENGINE_RT");
+	struct sched_param sp = {.sched_priority = URNIC_ENGINE_RT_PRIO};
+	pthread_attr_t attr;
+	int err = EPERM;
+
+	pthread_mutex_init(&dev->rt_lock, NULL);
+	dev->rt_ok = !(env && strcmp(env, "0") == 0);
+	if (dev->rt_ok && pthread_attr_init(&attr) == 0) {
+		pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED);
+		pthread_attr_setschedpolicy(&attr, SCHED_FIFO);
+		pthread_attr_setschedparam(&attr, &sp);
+		atomic_store(&dev->rt_now, true);
+		err = pthread_create(&dev->thread, &attr, fn, dev);
+		pthread_attr_destroy(&attr);
+	}
+	if (err == EPERM || err == EINVAL) { /* not allowed here: the default class */
+		dev->rt_ok = false;
+		atomic_store(&dev->rt_now, false);
+		err = pthread_create(&dev->thread, NULL, fn, dev);
+	}
+	if (err)
+		pthread_mutex_destroy(&dev->rt_lock);
+	return err;
+}
+
 /* An application poll stamped at app (0: none) came less than window before now, or since now
  * was read (another thread's stamp may be later). */
 static bool polled_within(uint64_t app, uint64_t now, uint64_t window)
@@ -178,7 +246,9 @@ static void sleep_until(struct urnic_dev *dev, uint64_t deadline)
 	if (polled_within(app, now, URNIC_APP_POLL_NS)) {
 		nfds = 1;
 		deadline = stand_back_until(dev, app);
+		engine_rt(dev, false, true);
 	} else {
+		engine_rt(dev, true, false);
 		dev->standbacks = 0;
 		atomic_store(&dev->standing_back, false);
 		if (urnic_shm_sleep(&dev->net)) { /* a ring has packets: no sleep */
@@ -275,6 +345,7 @@ void urnic_progress(struct urnic_dev *dev)
 	note_return(dev, now);
 	if (atomic_load(&dev->on_socket) && atomic_exchange(&dev->on_socket, false)) {
 		urnic_shm_awake(&dev->net);
+		engine_rt_set(dev, false);
 		urnic_engine_wake(dev);
 	}
 	if (pthread_mutex_trylock(&dev->progress_lock) != 0) {
@@ -297,6 +368,10 @@ void urnic_progress_leave(struct urnic_dev *dev)
 	if (atomic_load_explicit(&dev->quick_returns, memory_order_relaxed) >= URNIC_APP_RETURNS)
 		return;
 	atomic_store(&dev->app_poll_ns, 0);
+	/* standing back, or woken to and not yet run: real-time, to run at once, ahead of what
+	 * this thread does next (it may spin on memory on this CPU) */
+	if (!atomic_load(&dev->on_socket))
+		engine_rt_set(dev, true);
 	if (atomic_load(&dev->standing_back))
 		urnic_engine_wake(dev);
 }
@@ -373,6 +448,8 @@ static void *engine_main(void *arg)
 	struct urnic_dev *dev = arg;
 	static _Thread_local struct urnic_txbatch b;
 
+	uint64_t woke = urnic_now_ns();
+
 	urnic_tx_init(&b, dev);
 	while (!atomic_load(&dev->stop)) {
 		bool busy = false;
@@ -384,11 +461,15 @@ static void *engine_main(void *arg)
 			busy = progress_turn(dev, &b, false);
 			pthread_mutex_unlock(&dev->progress_lock);
 		}
+		if (busy && atomic_load_explicit(&dev->rt_now, memory_order_relaxed) &&
+		    urnic_now_ns() - woke > URNIC_ENGINE_RT_NS)
+			engine_rt(dev, false, false); /* long work: share the CPU */
 		if (!busy && !watch(dev)) {
 			uint64_t next = atomic_load(&dev->timer_next);
 			uint64_t fault = urnic_net_fault_due(&dev->net);
 
 			sleep_until(dev, fault < next ? fault : next);
+			woke = urnic_now_ns();
 		}
 	}
 	return NULL;
@@ -437,7 +518,7 @@ int urnic_engine_start(struct urnic_dev *dev)
 	atomic_store(&dev->sleep_until_ns, 0);
 	atomic_store(&dev->stop, false);
 	pthread_mutex_init(&dev->progress_lock, NULL);
-	int err = pthread_create(&dev->thread, NULL, engine_main, dev);
+	int err = engine_create(dev, engine_main);
 
 	if (err) {
 		close(dev->wake_fd);
@@ -453,4 +534,5 @@ void urnic_engine_stop(struct urnic_dev *dev)
 	pthread_join(dev->thread, NULL);
 	close(dev->wake_fd);
 	pthread_mutex_destroy(&dev->progress_lock);
+	pthread_mutex_destroy(&dev->rt_lock);
 }
