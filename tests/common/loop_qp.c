@@ -46,3 +46,42 @@ int loop_qp_poll(struct ibv_cq *cq, int n, struct ibv_wc *wc, unsigned ms)
 	}
 	return got;
 }
+
+const char *loop_self_open(struct loop_self *l, int cqe, void *buf, size_t len, unsigned access)
+{
+	struct ibv_port_attr port;
+	union ibv_gid gid;
+
+	*l = (struct loop_self){.list = ibv_get_device_list(NULL)};
+	l->ctx = l->list && l->list[0] ? ibv_open_device(l->list[0]) : NULL;
+	if (!l->ctx)
+		return "no device";
+	l->pd = ibv_alloc_pd(l->ctx);
+	l->cq = ibv_create_cq(l->ctx, cqe, NULL, NULL, 0);
+	l->mr = l->pd ? ibv_reg_mr(l->pd, buf, len, IBV_ACCESS_LOCAL_WRITE | access) : NULL;
+	struct ibv_qp_init_attr init = {.send_cq = l->cq, .recv_cq = l->cq, .qp_type = IBV_QPT_RC,
+					.cap = {.max_send_wr = 16, .max_recv_wr = 1,
+						.max_send_sge = 1, .max_recv_sge = 1}};
+
+	l->qp = l->pd && l->cq ? ibv_create_qp(l->pd, &init) : NULL;
+	if (!l->pd || !l->cq || !l->mr || !l->qp || ibv_query_port(l->ctx, 1, &port) ||
+	    ibv_query_gid(l->ctx, 1, 0, &gid))
+		return "setup";
+	return loop_qp_connect(l->qp, l->qp->qp_num, &gid, port.active_mtu, access);
+}
+
+void loop_self_close(struct loop_self *l)
+{
+	if (l->qp)
+		ibv_destroy_qp(l->qp);
+	if (l->mr)
+		ibv_dereg_mr(l->mr);
+	if (l->cq)
+		ibv_destroy_cq(l->cq);
+	if (l->pd)
+		ibv_dealloc_pd(l->pd);
+	if (l->ctx)
+		ibv_close_device(l->ctx);
+	if (l->list)
+		ibv_free_device_list(l->list);
+}

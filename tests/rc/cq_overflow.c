@@ -18,32 +18,18 @@
 
 int main(void)
 {
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	struct ibv_context *ctx = list && list[0] ? ibv_open_device(list[0]) : NULL;
+	static char buf[4096];
+	struct loop_self l;
 
 	alarm(30);
-	if (!ctx)
-		FAIL("no device");
-	struct ibv_port_attr port;
-	union ibv_gid gid;
-	static char buf[4096];
-	struct ibv_pd *pd = ibv_alloc_pd(ctx);
-	struct ibv_cq *cq = ibv_create_cq(ctx, 1, NULL, NULL, 0);
-	struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof(buf),
-				       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-	struct ibv_qp_init_attr init = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-					.cap = {.max_send_wr = 16, .max_recv_wr = 1,
-						.max_send_sge = 1, .max_recv_sge = 1}};
-	struct ibv_qp *qp = ibv_create_qp(pd, &init);
-
-	if (!pd || !cq || !mr || !qp || ibv_query_port(ctx, 1, &port) ||
-	    ibv_query_gid(ctx, 1, 0, &gid))
-		FAIL("setup");
-	const char *step = loop_qp_connect(qp, qp->qp_num, &gid, port.active_mtu,
-					   IBV_ACCESS_REMOTE_WRITE);
+	const char *step = loop_self_open(&l, 1, buf, sizeof(buf), IBV_ACCESS_REMOTE_WRITE);
 
 	if (step)
 		FAIL("%s", step);
+	struct ibv_context *ctx = l.ctx;
+	struct ibv_cq *cq = l.cq;
+	struct ibv_mr *mr = l.mr;
+	struct ibv_qp *qp = l.qp;
 	int n = cq->cqe + 3;
 
 	for (int i = 0; i < n; i++) {
@@ -76,11 +62,6 @@ int main(void)
 		FAIL("%d completions in a %d-entry CQ", got, cq->cqe);
 	printf("cq_overflow: %d completions into a %d-entry CQ: IBV_EVENT_CQ_ERR, %d kept\n", n,
 	       cq->cqe, got);
-	ibv_destroy_qp(qp);
-	ibv_destroy_cq(cq);
-	ibv_dereg_mr(mr);
-	ibv_dealloc_pd(pd);
-	ibv_close_device(ctx);
-	ibv_free_device_list(list);
+	loop_self_close(&l);
 	return 0;
 }

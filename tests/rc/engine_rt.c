@@ -111,31 +111,13 @@ int main(int argc, char **argv)
 		printf("engine_rt: SKIP: SCHED_FIFO not allowed here (no root, RLIMIT_RTPRIO 0)\n");
 		return 77;
 	}
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	struct ibv_context *ctx = list && list[0] ? ibv_open_device(list[0]) : NULL;
-
-	if (!ctx)
-		FAIL("no device");
-	struct ibv_port_attr port;
-	union ibv_gid gid;
 	static char buf[4096];
-	struct ibv_pd *pd = ibv_alloc_pd(ctx);
-	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
-	struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof(buf),
-				       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-	struct ibv_qp_init_attr init = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-					.cap = {.max_send_wr = 16, .max_recv_wr = 1,
-						.max_send_sge = 1, .max_recv_sge = 1}};
-	struct ibv_qp *qp = ibv_create_qp(pd, &init);
-
-	if (!pd || !cq || !mr || !qp || ibv_query_port(ctx, 1, &port) ||
-	    ibv_query_gid(ctx, 1, 0, &gid))
-		FAIL("setup");
-	const char *step = loop_qp_connect(qp, qp->qp_num, &gid, port.active_mtu,
-					   IBV_ACCESS_REMOTE_WRITE);
+	struct loop_self l;
+	const char *step = loop_self_open(&l, 16, buf, sizeof(buf), IBV_ACCESS_REMOTE_WRITE);
 
 	if (step)
 		FAIL("%s", step);
+	struct ibv_cq *cq = l.cq;
 	pid_t tid = engine_tid();
 
 	expect_class(tid, rt, 2000, NULL, "idle");
@@ -143,15 +125,15 @@ int main(int argc, char **argv)
 	expect_class(tid, rt, 2000, NULL, "after the polls stopped");
 
 	/* polls until a WRITE's completion drains the CQ: the class at the moment it returns */
-	struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = 8, .lkey = mr->lkey};
+	struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = 8, .lkey = l.mr->lkey};
 	struct ibv_send_wr wr = {.wr_id = 1, .sg_list = &sge, .num_sge = 1,
 				 .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
-				 .wr.rdma = {.remote_addr = (uintptr_t)buf + 64, .rkey = mr->rkey}},
+				 .wr.rdma = {.remote_addr = (uintptr_t)buf + 64, .rkey = l.mr->rkey}},
 			   *bad;
 	struct ibv_wc wc;
 
 	poll_for(cq, tid, 20, SCHED_OTHER);
-	if (ibv_post_send(qp, &wr, &bad))
+	if (ibv_post_send(l.qp, &wr, &bad))
 		FAIL("post");
 	if (loop_qp_poll(cq, 1, &wc, 5000) != 1 || wc.status != IBV_WC_SUCCESS)
 		FAIL("the WRITE did not complete");
@@ -160,11 +142,6 @@ int main(int argc, char **argv)
 	expect_class(tid, rt, 100, NULL, "after the CQ drained");
 	printf("engine_rt: engine thread %s idle and after a drain, default class while polled\n",
 	       off ? "default class" : "SCHED_FIFO");
-	ibv_destroy_qp(qp);
-	ibv_dereg_mr(mr);
-	ibv_destroy_cq(cq);
-	ibv_dealloc_pd(pd);
-	ibv_close_device(ctx);
-	ibv_free_device_list(list);
+	loop_self_close(&l);
 	return 0;
 }
