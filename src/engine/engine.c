@@ -203,6 +203,8 @@ static int engine_create(struct urnic_dev *dev, void *(*fn)(void *))
 	}
 	if (err)
 		pthread_mutex_destroy(&dev->rt_lock);
+	else
+		pthread_setname_np(dev->thread, "urnic-engine"); /* for top -H, perf, tests */
 	return err;
 }
 

@@ -45,25 +45,31 @@ static int fifo_allowed(void)
 	return 1;
 }
 
-/* The one thread of this process that is not the main one: the device's engine thread. */
+/* The device's engine thread: the one thread of this process named urnic-engine. */
 static pid_t engine_tid(void)
 {
 	DIR *d = opendir("/proc/self/task");
-	pid_t tid = 0, self = getpid();
+	pid_t tid = 0;
 	int n = 0;
 
 	for (struct dirent *e; d && (e = readdir(d));) {
+		char path[64], comm[32] = "";
 		pid_t t = (pid_t)atoi(e->d_name);
+		FILE *f;
 
-		if (t > 0 && t != self) {
+		snprintf(path, sizeof(path), "/proc/self/task/%d/comm", (int)t);
+		if (t <= 0 || !(f = fopen(path, "r")))
+			continue;
+		if (fgets(comm, sizeof(comm), f) && strcmp(comm, "urnic-engine\n") == 0) {
 			tid = t;
 			n++;
 		}
+		fclose(f);
 	}
 	if (d)
 		closedir(d);
 	if (n != 1)
-		FAIL("%d threads besides the main one, expected the engine thread alone", n);
+		FAIL("%d threads named urnic-engine, expected one", n);
 	return tid;
 }
 
