@@ -115,7 +115,7 @@
  * the socket's system call at most this often (the engine thread's turns always make it). */
 #define URNIC_SOCK_POLL_NS 20000ull
 #define URNIC_WATCH_QUIET_NS 1000000ull /* ... unless an application polled this recently */
-/* Where it may (root, or RLIMIT_RTPRIO; URNIC_ENGINE_RT=0 turns it off), the engine thread runs
+/* With URNIC_ENGINE_RT=1, where it may (root, or RLIMIT_RTPRIO), the engine thread runs
  * SCHED_FIFO at this priority while it listens for an application that does not poll, like a
  * NIC's interrupt: a packet then preempts whatever the application does on that CPU. A busy
  * engine thread goes back to the default class after URNIC_ENGINE_RT_NS of work. */

@@ -178,7 +178,9 @@ static void engine_rt_set(struct urnic_dev *dev, bool on)
 	pthread_mutex_unlock(&dev->rt_lock);
 }
 
-/* Starts the engine thread, real-time from the start where it may be (engine_rt). */
+/* Starts the engine thread: real-time from the start with URNIC_ENGINE_RT=1, where it may be
+ * (engine_rt). Not by default: in some runs a real-time engine thread halved the 8 B WRITE
+ * rate and doubled 4 KiB send_lat (docs/PERFORMANCE.md, "write_lat's tail"). */
 static int engine_create(struct urnic_dev *dev, void *(*fn)(void *))
 {
 	const char *env = getenv("URNIC_ENGINE_RT");
@@ -187,7 +189,7 @@ static int engine_create(struct urnic_dev *dev, void *(*fn)(void *))
 	int err = EPERM;
 
 	pthread_mutex_init(&dev->rt_lock, NULL);
-	dev->rt_ok = !(env && strcmp(env, "0") == 0);
+	dev->rt_ok = env && strcmp(env, "1") == 0;
 	if (dev->rt_ok && pthread_attr_init(&attr) == 0) {
 		pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED);
 		pthread_attr_setschedpolicy(&attr, SCHED_FIFO);

@@ -1,11 +1,11 @@
-/* engine_rt: where the process may use SCHED_FIFO, the engine thread is real-time exactly while
- * it listens for an application that does not poll: real-time while the application is idle,
- * the default class while the application polls a CQ (so its polls are not preempted), real-time
- * again once the polls stop, and at once when a poll drains the CQ and the application leaves
- * (it may go and spin on memory on this CPU, where a woken fair-class engine thread waited for
- * the next scheduler tick: ib_write_lat's p99 read 1.8 ms). With --off (URNIC_ENGINE_RT=0) it
- * stays in the default class throughout. Skips (77) where SCHED_FIFO is not allowed.
- * One process, a QP connected to itself. */
+/* engine_rt: with URNIC_ENGINE_RT=1, where the process may use SCHED_FIFO, the engine thread is
+ * real-time exactly while it listens for an application that does not poll: real-time while the
+ * application is idle, the default class while the application polls a CQ (so its polls are not
+ * preempted), real-time again once the polls stop, and when a poll drains the CQ and the
+ * application leaves (it may go and spin on memory on this CPU, where a woken fair-class engine
+ * thread waited for the next scheduler tick: ib_write_lat's p99 read 1.8 ms). With --off
+ * (URNIC_ENGINE_RT unset, the default) it stays in the default class throughout. Skips (77)
+ * where SCHED_FIFO is not allowed. One process, a QP connected to itself. */
 #include <dirent.h>
 #include <errno.h>
 #include <infiniband/verbs.h>
@@ -112,8 +112,8 @@ int main(int argc, char **argv)
 
 	alarm(30);
 	if (off)
-		setenv("URNIC_ENGINE_RT", "0", 1);
-	else if (!fifo_allowed()) {
+		unsetenv("URNIC_ENGINE_RT");
+	else if (setenv("URNIC_ENGINE_RT", "1", 1) != 0 || !fifo_allowed()) {
 		printf("engine_rt: SKIP: SCHED_FIFO not allowed here (no root, RLIMIT_RTPRIO 0)\n");
 		return 77;
 	}
