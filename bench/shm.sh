@@ -101,8 +101,8 @@ ALA=$(median ucx_ucp_am_lat_avg_8) PLA=$(median ucx_ucp_put_lat_avg_8)
 		"UCX put_bw 1 MiB (GB/s)" "$P" "UCX tag_bw 1 MiB (GB/s)" "$T" "memcpy 1 MiB (GB/s)" "$M" \
 		"urnic write_lat 8 B (us)" "$WL" "urnic send_lat 8 B (us)" "$SL" \
 		"UCX am_lat 8 B (us)" "$AL" "UCX put_lat 8 B (us)" "$PL" \
-		"urnic write_lat avg (us)" "$WLA" "urnic send_lat avg (us)" "$SLA" \
-		"UCX am_lat avg (us)" "$ALA" "UCX put_lat avg (us)" "$PLA"
+		"urnic write_lat 8 B avg (us)" "$WLA" "urnic send_lat 8 B avg (us)" "$SLA" \
+		"UCX am_lat 8 B avg (us)" "$ALA" "UCX put_lat 8 B avg (us)" "$PLA"
 	echo "targets:"
 	echo "  WRITE >= 0.7 x memcpy:   $(ratio "$W" "$M") x memcpy"
 	echo "  READ  >= 0.7 x memcpy:   $(ratio "$R" "$M") x memcpy"

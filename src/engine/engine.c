@@ -138,14 +138,13 @@ static void process_rx(struct urnic_dev *dev, struct urnic_rxpkt *pkts, int n,
 	pthread_mutex_unlock(&dev->qp_lock);
 }
 
-/* The engine thread's scheduling class (thread: the engine thread). SCHED_FIFO while it listens
+/* The engine thread's scheduling class, with URNIC_ENGINE_RT=1. SCHED_FIFO while it listens
  * for an application that does not poll: such an application may spin on memory on this very
  * CPU (perftest's write latency loop, pinned), and the kernel's fair class lets a task that has
  * just been picked run out its slice, so a woken engine thread could wait for the next tick
  * (4 ms here; ib_write_lat's p99 read 1.8 ms) while the peer's packets waited with it. Not while
  * it stands back for a polling application, which would pay a preemption for every wake-up of
- * it, nor through a long run of work. unless_polling: leave it real-time if the application no
- * longer polls (it left, and has asked for real-time meanwhile). */
+ * it, nor through a long time awake. Changed under rt_lock; thread is the engine thread. */
 static void engine_rt_locked(struct urnic_dev *dev, pthread_t thread, bool on)
 {
 	struct sched_param sp = {.sched_priority = on ? URNIC_ENGINE_RT_PRIO : 0};
@@ -155,13 +154,25 @@ static void engine_rt_locked(struct urnic_dev *dev, pthread_t thread, bool on)
 		atomic_store(&dev->rt_now, on);
 }
 
-/* From the engine thread itself, which alone lowers its class. */
+/* An application poll stamped at app (0: none) came less than window before now, or since now
+ * was read (another thread's stamp may be later). */
+static bool polled_within(uint64_t app, uint64_t now, uint64_t window)
+{
+	return app && (app >= now || now - app < window);
+}
+
+/* From the engine thread itself. Looked at again under rt_lock, so that it neither raises itself
+ * for an application that has just started polling (and lowered it) nor, with unless_polling,
+ * lowers itself for one that has just left (and raised it). */
 static void engine_rt(struct urnic_dev *dev, bool on, bool unless_polling)
 {
 	if (!dev->rt_ok || atomic_load_explicit(&dev->rt_now, memory_order_relaxed) == on)
 		return;
 	pthread_mutex_lock(&dev->rt_lock);
-	if (!(unless_polling && !atomic_load(&dev->app_poll_ns)))
+	uint64_t app = atomic_load(&dev->app_poll_ns);
+	bool polling = polled_within(app, urnic_now_ns(), URNIC_APP_POLL_NS);
+
+	if (on ? !polling : !(unless_polling && !app))
 		engine_rt_locked(dev, pthread_self(), on);
 	pthread_mutex_unlock(&dev->rt_lock);
 }
@@ -208,13 +219,6 @@ static int engine_create(struct urnic_dev *dev, void *(*fn)(void *))
 	else
 		pthread_setname_np(dev->thread, "urnic-engine"); /* for top -H, perf, tests */
 	return err;
-}
-
-/* An application poll stamped at app (0: none) came less than window before now, or since now
- * was read (another thread's stamp may be later). */
-static bool polled_within(uint64_t app, uint64_t now, uint64_t window)
-{
-	return app && (app >= now || now - app < window);
 }
 
 /* Standing back: the application's polls run the timers too, so only its silence is watched
@@ -451,8 +455,7 @@ static void *engine_main(void *arg)
 {
 	struct urnic_dev *dev = arg;
 	static _Thread_local struct urnic_txbatch b;
-
-	uint64_t woke = urnic_now_ns();
+	uint64_t woke = urnic_now_ns(); /* when it last came out of a sleep */
 
 	urnic_tx_init(&b, dev);
 	while (!atomic_load(&dev->stop)) {
@@ -465,9 +468,9 @@ static void *engine_main(void *arg)
 			busy = progress_turn(dev, &b, false);
 			pthread_mutex_unlock(&dev->progress_lock);
 		}
-		if (busy && atomic_load_explicit(&dev->rt_now, memory_order_relaxed) &&
+		if (atomic_load_explicit(&dev->rt_now, memory_order_relaxed) &&
 		    urnic_now_ns() - woke > URNIC_ENGINE_RT_NS)
-			engine_rt(dev, false, false); /* long work: share the CPU */
+			engine_rt(dev, false, false); /* long awake: share the CPU */
 		if (!busy && !watch(dev)) {
 			uint64_t next = atomic_load(&dev->timer_next);
 			uint64_t fault = urnic_net_fault_due(&dev->net);

@@ -310,8 +310,7 @@ bool script_peer_recv_response(struct rc *rc, struct script_peer *p, unsigned ms
 					    .sport = ntohs(from.sin_port),
 					    .dport = URNIC_ROCEV2_PORT};
 
-	RC_CHECK(rc, op && (op->mask & URNIC_M_RESP) && op->aeth, "opcode %#x is no response",
-		 bth_opcode(pkt));
+	RC_CHECK(rc, op && (op->mask & URNIC_M_RESP), "opcode %#x is no response", bth_opcode(pkt));
 	RC_CHECK(rc, bth_dqpn(pkt) == SCRIPT_PEER_QPN, "packet for QPN %#x", bth_dqpn(pkt));
 	RC_CHECK(rc, (size_t)n >= op->hdr_len + bth_padcnt(pkt) + URNIC_ICRC_LEN,
 		 "%zd bytes: shorter than its headers", n);
@@ -319,8 +318,8 @@ bool script_peer_recv_response(struct rc *rc, struct script_peer *p, unsigned ms
 	*r = (struct script_response){
 		.opcode = bth_opcode(pkt),
 		.psn = bth_psn(pkt),
-		.aeth = aeth_type(pkt + op->aeth),
-		.aeth_value = aeth_value(pkt + op->aeth),
+		.aeth = op->aeth ? aeth_type(pkt + op->aeth) : URNIC_AETH_ACK,
+		.aeth_value = op->aeth ? aeth_value(pkt + op->aeth) : 0,
 		.len = (uint32_t)((size_t)n - op->hdr_len - bth_padcnt(pkt) - URNIC_ICRC_LEN)};
 	if (op->atomicacketh)
 		r->orig = atomicacketh_orig(pkt + op->atomicacketh);

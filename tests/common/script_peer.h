@@ -90,8 +90,9 @@ void script_peer_send_read_request(struct rc *rc, struct script_peer *p, uint32_
 void script_peer_send_fetch_add(struct rc *rc, struct script_peer *p, uint32_t psn, size_t off,
 				uint64_t add);
 
-/* A packet rc->qp[0]'s responder sent: its opcode and PSN, its AETH's type and value, the
- * original value of an ATOMIC ACKNOWLEDGE, the payload of a READ response. */
+/* A packet rc->qp[0]'s responder sent: its opcode and PSN, its AETH's type and value (an ACK
+ * for a READ RESPONSE MIDDLE, which has none), the original value of an ATOMIC ACKNOWLEDGE, the
+ * payload of a READ response. */
 struct script_response {
 	uint8_t opcode;
 	uint32_t psn;

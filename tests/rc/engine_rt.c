@@ -90,18 +90,31 @@ static void expect_class(pid_t tid, int want, unsigned ms, struct ibv_cq *poll_c
 		FAIL("%s: engine thread class %d after %u ms, expected %d", when, got, ms, want);
 }
 
-/* Polls the idle cq for ms; the class must be want all through the last half. */
+/* Polls the idle cq for ms. In the second half, the class must be want right after each poll
+ * that took less than 45 us with the look at the class: the engine thread goes back on the
+ * socket (and is raised) only after 50 us without a poll, which a descheduled test thread can
+ * give it. Skips (77) if no poll was that quick (a machine too slow to tell). */
 static void poll_for(struct ibv_cq *cq, pid_t tid, unsigned ms, int want)
 {
 	double start = now_ms();
+	int checked = 0;
 	struct ibv_wc wc;
 
 	for (double t = start; t - start < ms; t = now_ms()) {
 		if (ibv_poll_cq(cq, 1, &wc) != 0)
 			FAIL("a completion on an idle CQ");
-		if (t - start > ms / 2.0 && sched_getscheduler(tid) != want)
-			FAIL("engine thread class %d while the application polls, expected %d",
-			     sched_getscheduler(tid), want);
+		int got = sched_getscheduler(tid);
+
+		if (t - start < ms / 2.0 || now_ms() - t >= 0.045)
+			continue;
+		checked++;
+		if (got != want)
+			FAIL("engine thread class %d while the application polls, expected %d", got,
+			     want);
+	}
+	if (!checked) {
+		printf("engine_rt: SKIP: no poll took less than 45 us here\n");
+		exit(77);
 	}
 }
 
