@@ -143,7 +143,7 @@ int main(int argc, char **argv)
 	poll_for(cq, tid, 40, SCHED_OTHER);
 	expect_class(tid, rt, 2000, NULL, "after the polls stopped");
 
-	/* polls until a WRITE's completion drains the CQ: the class at the moment it returns */
+	/* polls until a WRITE's completion drains the CQ, and the application leaves */
 	struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = 8, .lkey = l.mr->lkey};
 	struct ibv_send_wr wr = {.wr_id = 1, .sg_list = &sge, .num_sge = 1,
 				 .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
