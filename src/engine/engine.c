@@ -10,15 +10,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "engine/engine.h"
 #include "net/shm.h"
 
 uint64_t urnic_now_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return urnic_mono_ns();
 }
 
 /* The packets of one receive batch arrived together, and their handlers read one clock: the one

@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "common/clock.h"
 #include "net/fault.h"
 
 static uint64_t next_rand(struct urnic_fault *f)
@@ -129,14 +129,6 @@ static int release_due(struct urnic_fault *f, struct urnic_rxpkt *pkts, int out,
 	return out;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void note_due(struct urnic_fault *f)
 {
 	uint64_t due = UINT64_MAX;
@@ -157,7 +149,7 @@ int urnic_fault_apply(struct urnic_fault *f, struct urnic_rxpkt *pkts, int n, in
 	struct urnic_rxpkt *in = f->in;
 	int out = 0, ndup = 0;
 	unsigned released = 0; /* slots emptied into pkts[]: their buffers are in use */
-	uint64_t now = now_ns();
+	uint64_t now = urnic_mono_ns();
 
 	memcpy(in, pkts, sizeof(*pkts) * (size_t)n);
 	for (int i = 0; i < n; i++) {

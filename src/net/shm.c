@@ -38,9 +38,9 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/dma.h"
 #include "common/stats.h"
 #include "net/shm.h"
@@ -94,14 +94,6 @@ struct urnic_shm {
 	_Atomic int watching;
 	int ctl_fd; /* sends the control datagrams */
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static unsigned long netns_id(void)
 {
@@ -319,7 +311,7 @@ static bool connect_route(struct urnic_shm *s, struct shm_route *r)
 			      memory_order_release);
 	r->inbox = in;
 	send_control(s, r);
-	r->nudged_ns = now_ns();
+	r->nudged_ns = urnic_mono_ns();
 	return true;
 }
 
@@ -338,7 +330,7 @@ static struct shm_route *route_of(struct urnic_shm *s, uint32_t daddr)
 {
 	struct shm_route *r = find_route(s, daddr);
 
-	if (r && (atomic_load(&r->local) || now_ns() < atomic_load(&r->recheck_ns)))
+	if (r && (atomic_load(&r->local) || urnic_mono_ns() < atomic_load(&r->recheck_ns)))
 		return r;
 	pthread_mutex_lock(&s->routes_lock);
 	r = find_route(s, daddr);
@@ -350,11 +342,11 @@ static struct shm_route *route_of(struct urnic_shm *s, uint32_t daddr)
 		pthread_mutex_init(&r->lock, NULL);
 		atomic_fetch_add_explicit(&s->nroutes, 1, memory_order_release);
 	}
-	if (r && !atomic_load(&r->local) && now_ns() >= atomic_load(&r->recheck_ns)) {
+	if (r && !atomic_load(&r->local) && urnic_mono_ns() >= atomic_load(&r->recheck_ns)) {
 		pthread_mutex_lock(&r->lock);
 		bool local = connect_route(s, r);
 
-		atomic_store(&r->recheck_ns, now_ns() + NO_INBOX_RECHECK_NS);
+		atomic_store(&r->recheck_ns, urnic_mono_ns() + NO_INBOX_RECHECK_NS);
 		atomic_store(&r->local, local);
 		pthread_mutex_unlock(&r->lock);
 	}
@@ -459,7 +451,7 @@ static int produce(struct urnic_shm *s, struct shm_route *r, struct urnic_net *n
 	count(net, URNIC_C_shm_ring_full, (uint64_t)(n - k));
 	atomic_store_explicit(&ring->head, head, memory_order_release);
 	atomic_thread_fence(memory_order_seq_cst); /* the head before the flag: see the top */
-	uint64_t now = k < n ? now_ns() : 0;
+	uint64_t now = k < n ? urnic_mono_ns() : 0;
 
 	if (atomic_load_explicit(&r->inbox->sleeping, memory_order_relaxed) ||
 	    (k < n && now - r->nudged_ns > FULL_RING_NUDGE_NS)) {
