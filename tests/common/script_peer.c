@@ -66,14 +66,28 @@ void script_peer_close(struct script_peer *p)
 	close(p->fd);
 }
 
+/* Reads the next datagram within ms into pkt, its length into *n and its sender into *from
+ * (when not NULL): false when none came. */
+static bool recv_within(struct script_peer *p, unsigned ms, uint8_t pkt[URNIC_RX_BUF_LEN],
+			ssize_t *n, struct sockaddr_in *from)
+{
+	struct pollfd pfd = {.fd = p->fd, .events = POLLIN};
+	socklen_t fromlen = sizeof(*from);
+
+	if (poll(&pfd, 1, (int)ms) <= 0)
+		return false;
+	*n = recvfrom(p->fd, pkt, URNIC_RX_BUF_LEN, 0, (struct sockaddr *)from,
+		      from ? &fromlen : NULL);
+	return true;
+}
+
 int64_t script_peer_recv(struct rc *rc, struct script_peer *p, unsigned ms)
 {
 	uint8_t pkt[URNIC_RX_BUF_LEN];
-	struct pollfd pfd = {.fd = p->fd, .events = POLLIN};
+	ssize_t n;
 
-	if (poll(&pfd, 1, (int)ms) <= 0)
+	if (!recv_within(p, ms, pkt, &n, NULL))
 		return -1;
-	ssize_t n = recv(p->fd, pkt, sizeof(pkt), 0);
 
 	RC_CHECK(rc, n >= URNIC_BTH_LEN + URNIC_ICRC_LEN, "recv: %zd (%s)", n, strerror(errno));
 	p->received++;
@@ -167,12 +181,11 @@ int64_t script_peer_recv_read(struct rc *rc, struct script_peer *p, unsigned ms,
 			      uint32_t *len)
 {
 	uint8_t pkt[URNIC_RX_BUF_LEN];
-	struct pollfd pfd = {.fd = p->fd, .events = POLLIN};
 	const struct urnic_opcode_info *op = urnic_op(URNIC_OP_READ_REQUEST);
+	ssize_t n;
 
-	if (poll(&pfd, 1, (int)ms) <= 0)
+	if (!recv_within(p, ms, pkt, &n, NULL))
 		return -1;
-	ssize_t n = recv(p->fd, pkt, sizeof(pkt), 0);
 
 	RC_CHECK(rc, n == op->hdr_len + URNIC_ICRC_LEN, "recv: %zd (%s)", n, strerror(errno));
 	RC_CHECK(rc, bth_opcode(pkt) == URNIC_OP_READ_REQUEST, "opcode %#x is no READ request",
@@ -294,14 +307,12 @@ bool script_peer_recv_response(struct rc *rc, struct script_peer *p, unsigned ms
 			       struct script_response *r)
 {
 	uint8_t pkt[URNIC_RX_BUF_LEN];
-	struct pollfd pfd = {.fd = p->fd, .events = POLLIN};
 	struct sockaddr_in from;
-	socklen_t fromlen = sizeof(from);
 	uint16_t id_hint = 0;
+	ssize_t n;
 
-	if (poll(&pfd, 1, (int)ms) <= 0)
+	if (!recv_within(p, ms, pkt, &n, &from))
 		return false;
-	ssize_t n = recvfrom(p->fd, pkt, sizeof(pkt), 0, (struct sockaddr *)&from, &fromlen);
 
 	RC_CHECK(rc, n >= URNIC_BTH_LEN + URNIC_ICRC_LEN, "recv: %zd (%s)", n, strerror(errno));
 	const struct urnic_opcode_info *op = urnic_op(bth_opcode(pkt));
