@@ -66,8 +66,9 @@ struct urnic_dev {
 	atomic_bool standing_back;      /* engine asleep, leaving the socket to a polling app */
 	atomic_bool on_socket;          /* engine asleep on the socket: a packet would wake it */
 	/* SCHED_FIFO for the engine thread while it listens for an application that does not poll
-	 * (engine.c, engine_rt): rt_ok once it proved permitted; rt_now what it is set to, changed
-	 * under rt_lock by the engine thread and by an application thread that leaves */
+	 * (engine.c, engine_rt): rt_ok if URNIC_ENGINE_RT=1 asked for it and it was allowed; rt_now
+	 * what it is set to, changed under rt_lock by the engine thread and by an application
+	 * thread as its poll sends the engine thread to stand back or as it leaves after a drain */
 	bool rt_ok;
 	atomic_bool rt_now;
 	pthread_mutex_t rt_lock;
