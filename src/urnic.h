@@ -81,7 +81,8 @@ struct urnic_dev {
 	int scan_from; /* where the next scan of qps starts: each QP goes first in turn */
 	/* when QPs with packets held back try again (all at once) */
 	_Atomic uint64_t held_retry_ns;
-	struct urnic_qp *ack_list; /* QPs owing an ACK after this receive batch */
+	struct urnic_qp *ack_list; /* QPs owing an ACK after this receive batch (qp_lock) */
+	atomic_bool acks_owed;     /* an application turn left ack_list for the next turn */
 
 	/* stats */
 	struct urnic_stats_file *stats;

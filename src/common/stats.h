@@ -21,6 +21,7 @@
 	X(tail_probes, "tail_loss_probes")                                                         \
 	X(acks_sent, "acks_sent")                                                                  \
 	X(acks_rcvd, "acks_received")                                                              \
+	X(acks_with_requests, "acks_with_requests")                                                \
 	X(nak_seq_sent, "nak_psn_seq_err_sent")                                                    \
 	X(nak_seq_rcvd, "nak_psn_seq_err_received")                                                \
 	X(stale_naks, "nak_psn_seq_err_stale")                                                     \
@@ -74,7 +75,7 @@ extern const char *const urnic_counter_names[URNIC_C_COUNT];
  * The library writes it with relaxed atomic adds; readers copy it and may see a counter a few
  * events behind. Version bumps whenever this layout changes. */
 #define URNIC_STATS_MAGIC 0x75726e6963737461ull /* "urnicsta" */
-#define URNIC_STATS_VERSION 10
+#define URNIC_STATS_VERSION 11
 #define URNIC_STATS_QP_SLOTS 1024
 
 struct urnic_stats_qp {

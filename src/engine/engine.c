@@ -123,17 +123,53 @@ static uint64_t scan_qps(struct urnic_dev *dev, struct urnic_txbatch *b)
 	return next;
 }
 
+/* Runs a receive batch. The ACKs and NAKs it owes go out after it, or, with defer_acks, at the
+ * start of the next turn (flush_owed_acks). */
 static void process_rx(struct urnic_dev *dev, struct urnic_rxpkt *pkts, int n,
-		       struct urnic_txbatch *b)
+		       struct urnic_txbatch *b, bool defer_acks)
 {
 	pthread_mutex_lock(&dev->qp_lock);
 	batch_clock_ns = urnic_now_ns();
 	for (int i = 0; i < n; i++)
 		urnic_recv_packet(dev, &pkts[i], b);
 	batch_clock_ns = 0;
-	send_owed_acks(dev, b);
+	if (!defer_acks)
+		send_owed_acks(dev, b);
+	atomic_store_explicit(&dev->acks_owed, dev->ack_list != NULL, memory_order_relaxed);
 	urnic_tx_flush(b);
 	pthread_mutex_unlock(&dev->qp_lock);
+}
+
+/* The ACKs an earlier turn left owed. */
+static void flush_owed_acks(struct urnic_dev *dev, struct urnic_txbatch *b)
+{
+	pthread_mutex_lock(&dev->qp_lock);
+	send_owed_acks(dev, b);
+	atomic_store_explicit(&dev->acks_owed, false, memory_order_relaxed);
+	urnic_tx_flush(b);
+	pthread_mutex_unlock(&dev->qp_lock);
+}
+
+void urnic_engine_flush_acks(struct urnic_dev *dev)
+{
+	static _Thread_local struct urnic_txbatch b;
+
+	urnic_tx_init(&b, dev);
+	flush_owed_acks(dev, &b);
+}
+
+/* A turn of an application that keeps coming back to poll at once (perftest's send latency and
+ * bandwidth loops) leaves the ACKs it owes to the start of the next turn: sent at the end of the
+ * batch, each costs the completions it brings a system call (or a ring record) before the poll
+ * returns them, and the answer the application then sends waits for it. A request the
+ * application posts on the QP meanwhile takes the QP's ACK along (urnic_req_run). The next turn
+ * is its next poll, or the engine thread's once the polls stop (its stand-back deadline,
+ * URNIC_APP_POLL_NS to 8 times that after the last poll). Destroying or moving the QP, closing
+ * the device and exiting the process send what is owed at once. */
+static bool acks_may_wait(const struct urnic_dev *dev, bool polling)
+{
+	return polling && atomic_load_explicit(&dev->quick_returns, memory_order_relaxed) >=
+				  URNIC_APP_RETURNS;
 }
 
 /* The engine thread's scheduling class, with URNIC_ENGINE_RT=1. SCHED_FIFO while it listens
@@ -290,6 +326,14 @@ static void sleep_until(struct urnic_dev *dev, uint64_t deadline)
 static bool progress_turn(struct urnic_dev *dev, struct urnic_txbatch *b, bool polling)
 {
 	struct urnic_net_tally t = {0};
+
+	if (atomic_load_explicit(&dev->acks_owed, memory_order_relaxed)) {
+		/* the engine thread's turn: the application left ACKs owed and went quiet, so it is
+		 * not the busy poller acks_may_wait took it for (its next ACKs go at once) */
+		if (!polling)
+			atomic_store_explicit(&dev->quick_returns, 0, memory_order_relaxed);
+		flush_owed_acks(dev, b);
+	}
 	int n = urnic_net_recv(&dev->net, dev->net.rx_pkts, &t, polling);
 
 	if (n > 0) {
@@ -301,7 +345,7 @@ static bool progress_turn(struct urnic_dev *dev, struct urnic_txbatch *b, bool p
 			urnic_count(dev, URNIC_C_drop_gro_excess, t.gro_excess);
 		if (t.shm_packets)
 			urnic_count(dev, URNIC_C_shm_rx_packets, t.shm_packets);
-		process_rx(dev, dev->net.rx_pkts, n, b);
+		process_rx(dev, dev->net.rx_pkts, n, b, acks_may_wait(dev, polling));
 	}
 	urnic_net_recv_done(&dev->net); /* the rings' slots go back once processed */
 	if (dev->tx_pending || urnic_now_ns() >= atomic_load(&dev->timer_next)) {
@@ -394,7 +438,7 @@ void urnic_engine_inject(struct urnic_dev *dev, struct urnic_rxpkt *pkts, int n)
 
 	pthread_mutex_lock(&dev->progress_lock);
 	urnic_tx_init(&b, dev);
-	process_rx(dev, pkts, n, &b);
+	process_rx(dev, pkts, n, &b, false);
 	for (int turn = 0; dev->tx_pending && turn < 4; turn++) {
 		pthread_mutex_lock(&dev->qp_lock);
 		scan_qps(dev, &b);
@@ -534,6 +578,7 @@ int urnic_engine_start(struct urnic_dev *dev)
 
 void urnic_engine_stop(struct urnic_dev *dev)
 {
+	urnic_engine_flush_acks(dev);
 	atomic_store(&dev->stop, true);
 	urnic_engine_wake(dev);
 	pthread_join(dev->thread, NULL);

@@ -112,8 +112,12 @@ bool urnic_resp_tx(struct urnic_qp *qp, struct urnic_txbatch *b);
 /* The net layer held back this READ response packet: the resource answering it goes back to it
  * and sends it again from the next engine scan. Called by urnic_tx_flush, QP lock held. */
 void urnic_resp_held(struct urnic_qp *qp, uint32_t psn);
-/* Sends the ACK the last receive batch left owing, if any. */
-void urnic_resp_send_ack(struct urnic_qp *qp, struct urnic_txbatch *b);
+/* Sends the ACK or NAK the QP owes, if any (not ahead of READ and atomic responses still due);
+ * true if it did. QP lock held. */
+bool urnic_resp_send_ack(struct urnic_qp *qp, struct urnic_txbatch *b);
+/* Sends the ACK or NAK the QP owes at once, in a flush of its own, while its state still sends
+ * one: before the application destroys or moves the QP. QP lock held. */
+void urnic_resp_ack_now(struct urnic_qp *qp);
 
 /* recv.c: validates a packet and hands it to the responder or completer. */
 void urnic_recv_packet(struct urnic_dev *dev, const struct urnic_rxpkt *pkt,
@@ -131,6 +135,9 @@ void urnic_qp_flush(struct urnic_qp *qp);
 /* engine.c: the progress thread */
 int urnic_engine_start(struct urnic_dev *dev);
 void urnic_engine_stop(struct urnic_dev *dev);
+/* Sends the ACKs application turns left owed for the next turn (acks_may_wait in engine.c) at
+ * once: before the device closes or the process exits. */
+void urnic_engine_flush_acks(struct urnic_dev *dev);
 void urnic_engine_wake(struct urnic_dev *dev);
 /* Called after setting a QP deadline: wakes the engine if it sleeps past it. */
 void urnic_engine_deadline(struct urnic_dev *dev, uint64_t deadline);

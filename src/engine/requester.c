@@ -284,10 +284,14 @@ void urnic_req_run(struct urnic_qp *qp, struct urnic_txbatch *b)
 			qp->sq_next++;
 		}
 	}
+	bool sent_any = qp->snd_nxt != nxt;
+
+	/* an ACK this QP owes (left for the next turn: acks_may_wait) rides along, after them */
+	if (sent_any && qp->ibv.qp_type == IBV_QPT_RC && urnic_resp_send_ack(qp, b))
+		urnic_qp_count(qp, URNIC_C_acks_with_requests, 1);
 	/* the payload iovecs point into MRs: send before dereg may run */
 	flush(qp, b, &max);
 	pthread_rwlock_unlock(&qp->dev->mr_lock);
-	bool sent_any = qp->snd_nxt != nxt;
 	if (qp->ibv.qp_type != IBV_QPT_RC)
 		complete_unacknowledged(qp);
 	else if (sent_any && !qp->ack_deadline)

@@ -646,19 +646,33 @@ static bool responses_pending(struct urnic_qp *qp)
 
 /* Responses leave in PSN order: an ACK for a later request waits for the READ and atomic
  * responses before it, or the requester would take them for lost. */
-void urnic_resp_send_ack(struct urnic_qp *qp, struct urnic_txbatch *b)
+bool urnic_resp_send_ack(struct urnic_qp *qp, struct urnic_txbatch *b)
 {
 	if ((!qp->ack_pending && !qp->nak_pending) || responses_pending(qp))
-		return;
+		return false;
 	if (qp->nak_pending) {
 		qp->nak_pending = qp->ack_pending = false;
 		send_aeth(qp, b, qp->nak_psn, (enum urnic_aeth_type)qp->nak_type, qp->nak_value,
 			  qp->nak_msn);
-		return;
+		return true;
 	}
 	qp->ack_pending = false;
 	send_aeth(qp, b, qp->ack_psn, URNIC_AETH_ACK, URNIC_AETH_CREDITS_INVALID, qp->ack_msn);
 	urnic_qp_count(qp, URNIC_C_acks_sent, 1);
+	return true;
+}
+
+void urnic_resp_ack_now(struct urnic_qp *qp)
+{
+	static _Thread_local struct urnic_txbatch b;
+	enum ibv_qp_state st = qp->ibv.state;
+
+	if (qp->ibv.qp_type != IBV_QPT_RC ||
+	    (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD))
+		return;
+	urnic_tx_init(&b, qp->dev);
+	if (urnic_resp_send_ack(qp, &b))
+		urnic_tx_flush(&b);
 }
 
 static uint8_t read_resp_opcode(uint32_t i, uint32_t n)

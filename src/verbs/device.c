@@ -145,7 +145,7 @@ static int active_mtu_for(uint32_t addr)
 	return IBV_MTU_256;
 }
 
-static void urnic_stats_register_exit(void);
+static void register_at_exit(void);
 
 static void stats_open(struct urnic_dev *dev)
 {
@@ -174,7 +174,7 @@ static void stats_open(struct urnic_dev *dev)
 	dev->stats->qp_slots = URNIC_STATS_QP_SLOTS;
 	static pthread_once_t at_exit_once = PTHREAD_ONCE_INIT;
 
-	pthread_once(&at_exit_once, urnic_stats_register_exit);
+	pthread_once(&at_exit_once, register_at_exit);
 	atomic_thread_fence(memory_order_release);
 	dev->stats->magic = URNIC_STATS_MAGIC;
 }
@@ -194,19 +194,23 @@ static void stats_dump(const struct urnic_dev *dev)
 	fputc('\n', stderr);
 }
 
-/* A process may exit without closing its devices: dump what is still open. */
-static void stats_dump_at_exit(void);
+/* A process may exit without closing its devices: what is still open sends the ACKs it owes
+ * (urnic_engine_flush_acks) and dumps its counters. */
+static void devices_at_exit(void);
 
-static void urnic_stats_register_exit(void)
+static void register_at_exit(void)
 {
-	atexit(stats_dump_at_exit);
+	atexit(devices_at_exit);
 }
 
-static void stats_dump_at_exit(void)
+static void devices_at_exit(void)
 {
 	for (int i = 0; i < URNIC_MAX_DEVICES; i++)
-		if (running[i] && devices_pid == getpid())
+		if (running[i] && devices_pid == getpid()) {
+			/* a peer's request this process saw complete is acknowledged */
+			urnic_engine_flush_acks(running[i]);
 			stats_dump(running[i]);
+		}
 }
 
 static void stats_close(struct urnic_dev *dev)

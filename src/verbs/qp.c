@@ -275,6 +275,7 @@ URNIC_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, in
 	int err;
 
 	pthread_mutex_lock(&qp->lock);
+	urnic_resp_ack_now(qp); /* a request the application has seen complete is acknowledged */
 	enum ibv_qp_state cur = ibqp->state;
 	enum ibv_qp_state next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
 
@@ -511,6 +512,9 @@ URNIC_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 {
 	struct urnic_qp *qp = to_uqp(ibqp);
 
+	pthread_mutex_lock(&qp->lock);
+	urnic_resp_ack_now(qp);
+	pthread_mutex_unlock(&qp->lock);
 	/* once out of the table the engine cannot reach it: it looks QPs up under qp_lock */
 	remove_qp(qp->dev, qp);
 	pthread_mutex_lock(&qp->lock);

@@ -573,6 +573,17 @@ void rc_kill_peer(struct rc *rc)
 	g_child = 0;
 }
 
+int rc_reap_peer(struct rc *rc)
+{
+	int status = 0;
+
+	RC_CHECK(rc, rc->client && rc->child > 0 && !rc->peer_dead, "no live server to wait for");
+	RC_CHECK(rc, waitpid(rc->child, &status, 0) == rc->child, "waitpid: %s", strerror(errno));
+	rc->peer_dead = true;
+	g_child = 0;
+	return status;
+}
+
 /* ---- QP state transitions ---- */
 
 void rc_modify(struct rc *rc, struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
