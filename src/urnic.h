@@ -338,6 +338,8 @@ struct urnic_qp {
 	bool uc_dropping;    /* UC: a packet of this message was lost; skip to the next */
 
 	struct urnic_qp *ack_next; /* engine's list of QPs with an ACK to send this turn */
+	uint64_t req_sent_ns;    /* ns; when the requester last sent a packet */
+	uint64_t ack_hold_until; /* ns; an owed ACK waits until then for a request to carry it */
 	bool on_ack_list;
 	int live_idx; /* index in dev->qps */
 };

@@ -102,7 +102,7 @@ void urnic_qp_error(struct urnic_qp *qp)
 	qp->ibv.state = IBV_QPS_ERR;
 	if (qp->stats)
 		qp->stats->state = IBV_QPS_ERR;
-	qp->ack_deadline = qp->rnr_deadline = qp->held_until = 0;
+	qp->ack_deadline = qp->rnr_deadline = qp->held_until = qp->ack_hold_until = 0;
 	urnic_rtx_reset(qp); /* a timer left running would keep the engine scanning for nothing */
 	qp->in_send = qp->in_write = false;
 	qp->rd_count = 0;

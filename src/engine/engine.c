@@ -60,15 +60,43 @@ void urnic_engine_deadline(struct urnic_dev *dev, uint64_t deadline)
 		urnic_engine_wake(dev);
 }
 
-static void send_owed_acks(struct urnic_dev *dev, struct urnic_txbatch *b)
+/* An ACK a QP owes, to a peer it has itself been sending requests to (a ping-pong of WRITEs,
+ * where the application waits on memory and this engine thread placed the peer's WRITE), waits
+ * up to URNIC_ACK_HOLD_NS for the application's next request on the QP to take it along
+ * (urnic_req_run): the peer then finds ACK and WRITE in one batch, in the poll that waits for
+ * the ACK, instead of the ACK first and the WRITE later, which its engine thread must be woken
+ * for. A NAK, an ACK of a QP that sends no requests, and one of a QP whose requester is busy
+ * go at once. QP lock held. */
+static bool hold_ack(struct urnic_qp *qp, uint64_t now)
 {
+	if (!qp->ack_pending || qp->nak_pending || qp->ibv.qp_type != IBV_QPT_RC)
+		return false;
+	if (qp->ack_hold_until) /* held already: not longer than first set */
+		return now < qp->ack_hold_until;
+	if (!qp->req_sent_ns || now - qp->req_sent_ns > URNIC_ACK_HOLD_WINDOW_NS)
+		return false;
+	/* a requester with WRs queued or packets unacknowledged may itself wait for the peer's
+	 * ACK (its window), and the peer's for this one: only the application's next post, on an
+	 * idle QP, is worth waiting for */
+	if (qp->sq_next != qp->sq_prod || qp->snd_una != qp->snd_nxt)
+		return false;
+	qp->ack_hold_until = now + URNIC_ACK_HOLD_NS;
+	urnic_engine_deadline(qp->dev, qp->ack_hold_until);
+	return true;
+}
+
+static void send_owed_acks(struct urnic_dev *dev, struct urnic_txbatch *b, bool may_hold)
+{
+	uint64_t now = may_hold ? urnic_clock_ns() : 0;
+
 	while (dev->ack_list) {
 		struct urnic_qp *qp = dev->ack_list;
 
 		dev->ack_list = qp->ack_next;
 		pthread_mutex_lock(&qp->lock);
 		qp->on_ack_list = false;
-		urnic_resp_send_ack(qp, b);
+		if (!may_hold || !hold_ack(qp, now))
+			urnic_resp_send_ack(qp, b);
 		pthread_mutex_unlock(&qp->lock);
 	}
 }
@@ -79,6 +107,8 @@ static uint64_t qp_next_deadline(const struct urnic_qp *qp)
 
 	if (qp->ack_deadline)
 		d = qp->ack_deadline;
+	if (qp->ack_hold_until && qp->ack_hold_until < d)
+		d = qp->ack_hold_until;
 	if (qp->rnr_deadline && qp->rnr_deadline < d)
 		d = qp->rnr_deadline;
 	if (qp->rtx.deadline && qp->rtx.deadline < d)
@@ -109,6 +139,8 @@ static uint64_t scan_qps(struct urnic_dev *dev, struct urnic_txbatch *b)
 
 		pthread_mutex_lock(&qp->lock);
 		urnic_comp_timers(qp, now, b);
+		if (qp->ack_hold_until && now >= qp->ack_hold_until)
+			urnic_resp_send_ack(qp, b); /* no request came to carry it */
 		if (qp->rd_count && !qp->held_until) /* not while its packets wait for room */
 			more |= urnic_resp_tx(qp, b);
 		uint64_t d = qp_next_deadline(qp);
@@ -123,28 +155,32 @@ static uint64_t scan_qps(struct urnic_dev *dev, struct urnic_txbatch *b)
 	return next;
 }
 
-/* Runs a receive batch. The ACKs and NAKs it owes go out after it, or, with defer_acks, at the
- * start of the next turn (flush_owed_acks). */
+/* What a turn does with the ACKs its receive batch owes: send them after the batch; the same,
+ * but hold those a request may soon carry (hold_ack: the engine thread's turns, which keep the
+ * hold's timer themselves); or leave them to the start of the next turn (acks_may_wait). */
+enum ack_policy { ACKS_NOW, ACKS_MAY_HOLD, ACKS_NEXT_TURN };
+
+/* Runs a receive batch, and sends the ACKs and NAKs it owes as acks says. */
 static void process_rx(struct urnic_dev *dev, struct urnic_rxpkt *pkts, int n,
-		       struct urnic_txbatch *b, bool defer_acks)
+		       struct urnic_txbatch *b, enum ack_policy acks)
 {
 	pthread_mutex_lock(&dev->qp_lock);
 	batch_clock_ns = urnic_now_ns();
 	for (int i = 0; i < n; i++)
 		urnic_recv_packet(dev, &pkts[i], b);
 	batch_clock_ns = 0;
-	if (!defer_acks)
-		send_owed_acks(dev, b);
+	if (acks != ACKS_NEXT_TURN)
+		send_owed_acks(dev, b, acks == ACKS_MAY_HOLD);
 	atomic_store_explicit(&dev->acks_owed, dev->ack_list != NULL, memory_order_relaxed);
 	urnic_tx_flush(b);
 	pthread_mutex_unlock(&dev->qp_lock);
 }
 
 /* The ACKs an earlier turn left owed. */
-static void flush_owed_acks(struct urnic_dev *dev, struct urnic_txbatch *b)
+static void flush_owed_acks(struct urnic_dev *dev, struct urnic_txbatch *b, bool may_hold)
 {
 	pthread_mutex_lock(&dev->qp_lock);
-	send_owed_acks(dev, b);
+	send_owed_acks(dev, b, may_hold);
 	atomic_store_explicit(&dev->acks_owed, false, memory_order_relaxed);
 	urnic_tx_flush(b);
 	pthread_mutex_unlock(&dev->qp_lock);
@@ -155,7 +191,19 @@ void urnic_engine_flush_acks(struct urnic_dev *dev)
 	static _Thread_local struct urnic_txbatch b;
 
 	urnic_tx_init(&b, dev);
-	flush_owed_acks(dev, &b);
+	pthread_mutex_lock(&dev->qp_lock);
+	send_owed_acks(dev, &b, false);
+	atomic_store_explicit(&dev->acks_owed, false, memory_order_relaxed);
+	for (int i = 0; i < dev->nqp; i++) { /* and those held for a request to carry */
+		struct urnic_qp *qp = dev->qps[i];
+
+		pthread_mutex_lock(&qp->lock);
+		if (qp->ack_hold_until)
+			urnic_resp_send_ack(qp, &b);
+		pthread_mutex_unlock(&qp->lock);
+	}
+	urnic_tx_flush(&b);
+	pthread_mutex_unlock(&dev->qp_lock);
 }
 
 /* A turn of an application that keeps coming back to poll at once (perftest's send latency and
@@ -166,10 +214,9 @@ void urnic_engine_flush_acks(struct urnic_dev *dev)
  * is its next poll, or the engine thread's once the polls stop (its stand-back deadline,
  * URNIC_APP_POLL_NS to 8 times that after the last poll). Destroying or moving the QP, closing
  * the device and exiting the process send what is owed at once. */
-static bool acks_may_wait(const struct urnic_dev *dev, bool polling)
+static bool acks_may_wait(const struct urnic_dev *dev)
 {
-	return polling && atomic_load_explicit(&dev->quick_returns, memory_order_relaxed) >=
-				  URNIC_APP_RETURNS;
+	return atomic_load_explicit(&dev->quick_returns, memory_order_relaxed) >= URNIC_APP_RETURNS;
 }
 
 /* The engine thread's scheduling class, with URNIC_ENGINE_RT=1. SCHED_FIFO while it listens
@@ -332,7 +379,7 @@ static bool progress_turn(struct urnic_dev *dev, struct urnic_txbatch *b, bool p
 		 * not the busy poller acks_may_wait took it for (its next ACKs go at once) */
 		if (!polling)
 			atomic_store_explicit(&dev->quick_returns, 0, memory_order_relaxed);
-		flush_owed_acks(dev, b);
+		flush_owed_acks(dev, b, !polling);
 	}
 	int n = urnic_net_recv(&dev->net, dev->net.rx_pkts, &t, polling);
 
@@ -345,7 +392,10 @@ static bool progress_turn(struct urnic_dev *dev, struct urnic_txbatch *b, bool p
 			urnic_count(dev, URNIC_C_drop_gro_excess, t.gro_excess);
 		if (t.shm_packets)
 			urnic_count(dev, URNIC_C_shm_rx_packets, t.shm_packets);
-		process_rx(dev, dev->net.rx_pkts, n, b, acks_may_wait(dev, polling));
+		process_rx(dev, dev->net.rx_pkts, n, b,
+			   !polling		  ? ACKS_MAY_HOLD
+			   : acks_may_wait(dev) ? ACKS_NEXT_TURN
+						: ACKS_NOW);
 	}
 	urnic_net_recv_done(&dev->net); /* the rings' slots go back once processed */
 	if (dev->tx_pending || urnic_now_ns() >= atomic_load(&dev->timer_next)) {
@@ -438,7 +488,7 @@ void urnic_engine_inject(struct urnic_dev *dev, struct urnic_rxpkt *pkts, int n)
 
 	pthread_mutex_lock(&dev->progress_lock);
 	urnic_tx_init(&b, dev);
-	process_rx(dev, pkts, n, &b, false);
+	process_rx(dev, pkts, n, &b, ACKS_NOW);
 	for (int turn = 0; dev->tx_pending && turn < 4; turn++) {
 		pthread_mutex_lock(&dev->qp_lock);
 		scan_qps(dev, &b);

@@ -260,6 +260,13 @@ static bool flush(struct urnic_qp *qp, struct urnic_txbatch *b, uint32_t *max)
 	return false;
 }
 
+/* One WQE queued, of one packet at most. */
+static bool lone_small_request(struct urnic_qp *qp)
+{
+	return qp->ibv.qp_type == IBV_QPT_RC && qp->sq_prod - qp->sq_next == 1 &&
+	       sq_at(qp, qp->sq_next)->length <= qp->mtu;
+}
+
 void urnic_req_run(struct urnic_qp *qp, struct urnic_txbatch *b)
 {
 	uint32_t nxt = qp->snd_nxt, max = qp->snd_max;
@@ -267,6 +274,16 @@ void urnic_req_run(struct urnic_qp *qp, struct urnic_txbatch *b)
 	if (qp->ibv.state != IBV_QPS_RTS || qp->rnr_deadline)
 		return;
 	qp->held_until = 0; /* trying now; a packet held again sets it again */
+	/* An ACK this QP owes (left for the next turn or held: engine.c, acks_may_wait and
+	 * hold_ack) goes in the same flush as the requests: behind a lone one-packet request,
+	 * which then leaves with it in one UDP GSO send (the peer takes both in one receive;
+	 * ahead of it, the peer's engine thread could be woken by the ACK alone and the request
+	 * find it gone), but ahead of anything more, behind which it would reach the peer late
+	 * while the peer's window waited for it. */
+	bool ack_after = lone_small_request(qp);
+	bool acked = qp->ibv.qp_type == IBV_QPT_RC && qp->sq_next != qp->sq_prod &&
+		     !ack_after && urnic_resp_send_ack(qp, b);
+
 	pthread_rwlock_rdlock(&qp->dev->mr_lock);
 	while (qp->sq_next != qp->sq_prod) {
 		struct urnic_swqe *w = sq_at(qp, qp->sq_next);
@@ -286,8 +303,11 @@ void urnic_req_run(struct urnic_qp *qp, struct urnic_txbatch *b)
 	}
 	bool sent_any = qp->snd_nxt != nxt;
 
-	/* an ACK this QP owes (left for the next turn: acks_may_wait) rides along, after them */
-	if (sent_any && qp->ibv.qp_type == IBV_QPT_RC && urnic_resp_send_ack(qp, b))
+	if (sent_any)
+		qp->req_sent_ns = urnic_clock_ns();
+	if (ack_after && sent_any && urnic_resp_send_ack(qp, b))
+		acked = true;
+	if (acked && sent_any)
 		urnic_qp_count(qp, URNIC_C_acks_with_requests, 1);
 	/* the payload iovecs point into MRs: send before dereg may run */
 	flush(qp, b, &max);

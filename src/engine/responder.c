@@ -650,6 +650,7 @@ bool urnic_resp_send_ack(struct urnic_qp *qp, struct urnic_txbatch *b)
 {
 	if ((!qp->ack_pending && !qp->nak_pending) || responses_pending(qp))
 		return false;
+	qp->ack_hold_until = 0;
 	if (qp->nak_pending) {
 		qp->nak_pending = qp->ack_pending = false;
 		send_aeth(qp, b, qp->nak_psn, (enum urnic_aeth_type)qp->nak_type, qp->nak_value,
