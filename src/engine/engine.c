@@ -156,8 +156,11 @@ static uint64_t scan_qps(struct urnic_dev *dev, struct urnic_txbatch *b)
 }
 
 /* What a turn does with the ACKs its receive batch owes: send them after the batch; the same,
- * but hold those a request may soon carry (hold_ack: the engine thread's turns, which keep the
- * hold's timer themselves); or leave them to the start of the next turn (acks_may_wait). */
+ * but hold those a request may soon carry (hold_ack); or leave them to the start of the next
+ * turn (acks_may_wait). A hold's timer needs a thread that scans: the engine thread, or the
+ * application's own polls. So the engine thread's turns may hold, and so may the turns of an
+ * application that is not a busy poller (its drain gives the engine thread the socket back,
+ * with the timer); a busy poller's turns leave their ACKs to the next turn instead. */
 enum ack_policy { ACKS_NOW, ACKS_MAY_HOLD, ACKS_NEXT_TURN };
 
 /* Runs a receive batch, and sends the ACKs and NAKs it owes as acks says. */
@@ -393,9 +396,7 @@ static bool progress_turn(struct urnic_dev *dev, struct urnic_txbatch *b, bool p
 		if (t.shm_packets)
 			urnic_count(dev, URNIC_C_shm_rx_packets, t.shm_packets);
 		process_rx(dev, dev->net.rx_pkts, n, b,
-			   !polling		  ? ACKS_MAY_HOLD
-			   : acks_may_wait(dev) ? ACKS_NEXT_TURN
-						: ACKS_NOW);
+			   polling && acks_may_wait(dev) ? ACKS_NEXT_TURN : ACKS_MAY_HOLD);
 	}
 	urnic_net_recv_done(&dev->net); /* the rings' slots go back once processed */
 	if (dev->tx_pending || urnic_now_ns() >= atomic_load(&dev->timer_next)) {
