@@ -88,9 +88,9 @@
  * at once. 8 measured worse than 1 (ib_write_bw 8 B: 0.19 against 0.47 Mpps): the first WRs of
  * each round trip left one system call and one ACK each, breaking up the batches. */
 #define URNIC_POST_DEFER_INFLIGHT 1
-/* An engine thread's ACK to a QP that sent a request itself less than URNIC_ACK_HOLD_WINDOW_NS
- * ago (a ping-pong of WRITEs) waits up to URNIC_ACK_HOLD_NS for the application's next request
- * on the QP to carry it (engine.c, hold_ack). */
+/* An ACK to an idle QP that sent a request itself less than URNIC_ACK_HOLD_WINDOW_NS ago (a
+ * ping-pong of WRITEs) waits up to URNIC_ACK_HOLD_NS for the application's next request on the
+ * QP to carry it (engine.c, hold_ack). */
 #define URNIC_ACK_HOLD_NS 20000ull
 #define URNIC_ACK_HOLD_WINDOW_NS 1000000ull
 #define URNIC_APP_POLL_NS 50000ull /* engine thread stands back this long after an app poll */

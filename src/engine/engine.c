@@ -139,8 +139,12 @@ static uint64_t scan_qps(struct urnic_dev *dev, struct urnic_txbatch *b)
 
 		pthread_mutex_lock(&qp->lock);
 		urnic_comp_timers(qp, now, b);
-		if (qp->ack_hold_until && now >= qp->ack_hold_until)
-			urnic_resp_send_ack(qp, b); /* no request came to carry it */
+		if (qp->ack_hold_until && now >= qp->ack_hold_until) {
+			/* no request came to carry it (behind READ responses still due, their
+			 * burst sends it: urnic_resp_tx) */
+			qp->ack_hold_until = 0;
+			urnic_resp_send_ack(qp, b);
+		}
 		if (qp->rd_count && !qp->held_until) /* not while its packets wait for room */
 			more |= urnic_resp_tx(qp, b);
 		uint64_t d = qp_next_deadline(qp);
