@@ -198,18 +198,16 @@ void urnic_engine_flush_acks(struct urnic_dev *dev)
 	static _Thread_local struct urnic_txbatch b;
 
 	urnic_tx_init(&b, dev);
+	flush_owed_acks(dev, &b, false);
 	pthread_mutex_lock(&dev->qp_lock);
-	send_owed_acks(dev, &b, false);
-	atomic_store_explicit(&dev->acks_owed, false, memory_order_relaxed);
 	for (int i = 0; i < dev->nqp; i++) { /* and those held for a request to carry */
 		struct urnic_qp *qp = dev->qps[i];
 
 		pthread_mutex_lock(&qp->lock);
 		if (qp->ack_hold_until)
-			urnic_resp_send_ack(qp, &b);
+			urnic_resp_ack_now(qp);
 		pthread_mutex_unlock(&qp->lock);
 	}
-	urnic_tx_flush(&b);
 	pthread_mutex_unlock(&dev->qp_lock);
 }
 

@@ -135,8 +135,9 @@ void urnic_qp_flush(struct urnic_qp *qp);
 /* engine.c: the progress thread */
 int urnic_engine_start(struct urnic_dev *dev);
 void urnic_engine_stop(struct urnic_dev *dev);
-/* Sends the ACKs application turns left owed for the next turn (acks_may_wait in engine.c) at
- * once: before the device closes or the process exits. */
+/* Sends at once the ACKs application turns left owed for the next turn and those held for a
+ * request to carry (engine.c, acks_may_wait and hold_ack): before the device closes or the
+ * process exits. */
 void urnic_engine_flush_acks(struct urnic_dev *dev);
 void urnic_engine_wake(struct urnic_dev *dev);
 /* Called after setting a QP deadline: wakes the engine if it sleeps past it. */
