@@ -117,7 +117,10 @@ static void ring_name(char *out, unsigned long netns, uint32_t saddr, uint32_t d
 		 (unsigned)ntohl(daddr), pid);
 }
 
-/* Maps a shared-memory file of exactly size bytes owned by this user. */
+/* Maps a shared-memory file of exactly size bytes owned by this user. Here and in create_mapped,
+ * every page is mapped at once (MAP_POPULATE): a ring's pages first touched in traffic each
+ * cost a page fault on both sides, and in ib_send_lat's 20,000 round trips over the rings the
+ * first lap's faults made 8% of the round trips 10-60 us and half of the average. */
 static void *map_owned(const char *name, int flags, size_t size)
 {
 	int fd = shm_open(name, flags | O_CLOEXEC, 0600);
@@ -130,7 +133,7 @@ static void *map_owned(const char *name, int flags, size_t size)
 	    (size_t)st.st_size == size)
 		p = mmap(NULL, size, (flags & O_ACCMODE) == O_RDONLY ? PROT_READ
 								 : PROT_READ | PROT_WRITE,
-			 MAP_SHARED, fd, 0);
+			 MAP_SHARED | MAP_POPULATE, fd, 0);
 	close(fd);
 	return p == MAP_FAILED ? NULL : p;
 }
@@ -147,7 +150,7 @@ static void *create_mapped(const char *name, size_t size)
 	if (fd < 0)
 		return NULL;
 	void *p = ftruncate(fd, (off_t)size) == 0
-			  ? mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+			  ? mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0)
 			  : MAP_FAILED;
 
 	close(fd);
