@@ -95,10 +95,11 @@
 #define URNIC_ACK_HOLD_WINDOW_NS 1000000ull
 #define URNIC_APP_POLL_NS 50000ull /* engine thread stands back this long after an app poll */
 /* While the application keeps polling, each stand-back sleeps twice as long as the one before,
- * up to URNIC_APP_POLL_NS << URNIC_APP_POLL_BACKOFF: a wake-up for nothing takes the
+ * up to URNIC_APP_POLL_NS << URNIC_APP_POLL_BACKOFF (1.6 ms): a wake-up for nothing takes the
  * application's CPU (some 20 us on this machine's virtual CPUs), and an application that still
- * polls has the socket anyway. */
-#define URNIC_APP_POLL_BACKOFF 3u
+ * polls has the socket anyway. At 400 us, these wake-ups made 2-3% of ib_send_lat's round trips
+ * over the rings 10-60 us, a sixth of its average. */
+#define URNIC_APP_POLL_BACKOFF 5u
 /* An application that emptied its CQ and polls again within URNIC_APP_RETURN_NS returned
  * quickly. The count of quick returns (one more for each, up to URNIC_APP_RETURNS_MAX; one less
  * for each slow return) at URNIC_APP_RETURNS or above marks an application busy-polling its CQs
@@ -117,8 +118,12 @@
  * then the scheduler) costs more than the whole 1 MiB message it would bring. */
 #define URNIC_WATCH_NS 50000ull
 /* An application polling a device that reads rings, and an engine thread watching them, make
- * the socket's system call at most this often (the engine thread's turns always make it). */
+ * the socket's system call at most this often (the engine thread's turns always make it). The
+ * polls' gap doubles with each call that finds nothing, up to URNIC_SOCK_POLL_MAX_NS: below the
+ * tail-loss probe's floor, so that a peer over UDP of a device busy with ring peers waits for
+ * its ACK no longer than its own probe. */
 #define URNIC_SOCK_POLL_NS 20000ull
+#define URNIC_SOCK_POLL_MAX_NS 160000ull
 #define URNIC_WATCH_QUIET_NS 1000000ull /* ... unless an application polled this recently */
 /* With URNIC_ENGINE_RT=1, where it may (root, or RLIMIT_RTPRIO), the engine thread runs
  * SCHED_FIFO at this priority while it listens for an application that does not poll, like a

@@ -74,7 +74,8 @@ struct urnic_net {
 		uint8_t buf[CMSG_SPACE(sizeof(int))];
 	} rx_ctl[URNIC_RX_SLOTS];
 	struct urnic_rxpkt *rx_pkts; /* URNIC_RX_BATCH, for the progress_lock holder */
-	uint64_t sock_polled_ns;     /* the last recvmmsg (progress_lock holder) */
+	uint64_t sock_polled_ns;     /* the last recvmmsg of a poll (progress_lock holder) */
+	uint64_t sock_poll_gap_ns;   /* and the least time to the next (URNIC_SOCK_POLL_NS..) */
 };
 
 int urnic_net_open(struct urnic_net *net, uint32_t addr);
@@ -89,10 +90,11 @@ int urnic_net_send(struct urnic_net *net, struct urnic_txpkt *pkts, int n,
 		   struct urnic_net_tally *t, bool *held);
 /* Receives up to URNIC_RX_BATCH packets without blocking, from the socket and the intra-host
  * rings; fills out[]; returns the count. Their data stays valid until urnic_net_recv_done.
- * polling: the caller polls again soon (an application's empty CQ poll), so on a device that
- * reads rings the socket's system call is made at most every URNIC_SOCK_POLL_NS. */
+ * poll_ns: 0, or the clock of an application's empty CQ poll, whose caller polls again soon: on
+ * a device that reads rings, the socket's system call is then made at most every
+ * URNIC_SOCK_POLL_NS, and less often while it finds nothing (up to URNIC_SOCK_POLL_MAX_NS). */
 int urnic_net_recv(struct urnic_net *net, struct urnic_rxpkt *out, struct urnic_net_tally *t,
-		   bool polling);
+		   uint64_t poll_ns);
 void urnic_net_recv_done(struct urnic_net *net);
 /* URNIC_FAULT: when a receive is due at the latest for a packet the injector holds back to arrive
  * (CLOCK_MONOTONIC ns); UINT64_MAX without injection or when none is held. */

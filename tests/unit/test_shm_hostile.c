@@ -55,7 +55,7 @@ static bool receive(struct urnic_net *n, const char *text, unsigned ms, int *cou
 
 	*count = 0;
 	for (unsigned i = 0; i < ms && !seen; i++) {
-		int got = urnic_net_recv(n, n->rx_pkts, &t, false);
+		int got = urnic_net_recv(n, n->rx_pkts, &t, 0);
 
 		for (int k = 0; k < got; k++) {
 			*count += n->rx_pkts[k].local;

@@ -51,7 +51,7 @@ static int peer(uint32_t addr, int fd, bool expect)
 		for (;;)
 			pause();
 	for (int ms = 0; ms < WAIT_MS; ms++) {
-		int got = urnic_net_recv(&n, n.rx_pkts, &t, false);
+		int got = urnic_net_recv(&n, n.rx_pkts, &t, 0);
 
 		for (int i = 0; i < got; i++)
 			if (n.rx_pkts[i].local && n.rx_pkts[i].len == sizeof(payload) &&

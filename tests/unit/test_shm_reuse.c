@@ -51,7 +51,7 @@ static bool arrived(struct urnic_net *a, int n)
 	int len = snprintf(want, sizeof(want), "peer %d", n);
 
 	for (int ms = 0; ms < WAIT_MS; ms++) {
-		int got = urnic_net_recv(a, a->rx_pkts, &t, false);
+		int got = urnic_net_recv(a, a->rx_pkts, &t, 0);
 		bool seen = false;
 
 		for (int k = 0; k < got; k++)
