@@ -187,6 +187,9 @@ struct urnic_cq {
 	struct ibv_wc *ring;
 	uint32_t size; /* entries, power of two */
 	uint32_t head, tail; /* head: next to poll, tail: next to write */
+	/* tail - head, stored under lock as either moves: an empty poll reads it without the lock
+	 * (two lock pairs per empty poll were a sixth of its time) */
+	_Atomic uint32_t ready;
 	int armed; /* 0, or 1 + solicited_only */
 	bool overflowed;
 	atomic_int users; /* QPs */

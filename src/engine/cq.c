@@ -38,6 +38,7 @@ void urnic_cq_push(struct urnic_cq *cq, const struct ibv_wc *wc, bool solicited)
 	}
 	cq->ring[cq->tail & (cq->size - 1)] = *wc;
 	cq->tail++;
+	atomic_store_explicit(&cq->ready, cq->tail - cq->head, memory_order_relaxed);
 	if (cq->armed == 1 || (cq->armed == 2 && (solicited || wc->status != IBV_WC_SUCCESS))) {
 		cq->armed = 0;
 		notify = true;

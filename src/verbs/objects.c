@@ -268,6 +268,7 @@ URNIC_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
 		ring[i] = cq->ring[(cq->head + i) & (cq->size - 1)];
 	cq->tail -= cq->head;
 	cq->head = 0;
+	atomic_store_explicit(&cq->ready, cq->tail, memory_order_relaxed);
 	free(cq->ring);
 	cq->ring = ring;
 	cq->size = size;
@@ -287,11 +288,14 @@ int urnic_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 	for (int pass = 0; pass < 2 && n == 0; pass++) {
 		if (pass == 1)
 			urnic_progress(ctx_dev(ibcq->context));
+		if (!atomic_load_explicit(&cq->ready, memory_order_relaxed))
+			continue; /* a completion written meanwhile is the next poll's */
 		pthread_mutex_lock(&cq->lock);
 		while (n < num_entries && cq->head != cq->tail) {
 			wc[n++] = cq->ring[cq->head & (cq->size - 1)];
 			cq->head++;
 		}
+		atomic_store_explicit(&cq->ready, cq->tail - cq->head, memory_order_relaxed);
 		drained = n > 0 && cq->head == cq->tail;
 		pthread_mutex_unlock(&cq->lock);
 	}
