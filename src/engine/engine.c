@@ -30,6 +30,20 @@ uint64_t urnic_clock_ns(void)
 	return batch_clock_ns ? batch_clock_ns : urnic_now_ns();
 }
 
+bool urnic_clock_begin(void)
+{
+	if (batch_clock_ns)
+		return false;
+	batch_clock_ns = urnic_now_ns();
+	return true;
+}
+
+void urnic_clock_end(bool began)
+{
+	if (began)
+		batch_clock_ns = 0;
+}
+
 void urnic_engine_wake(struct urnic_dev *dev)
 {
 	uint64_t one = 1;
@@ -167,12 +181,13 @@ static uint64_t scan_qps(struct urnic_dev *dev, struct urnic_txbatch *b)
  * with the timer); a busy poller's turns leave their ACKs to the next turn instead. */
 enum ack_policy { ACKS_NOW, ACKS_MAY_HOLD, ACKS_NEXT_TURN };
 
-/* Runs a receive batch, and sends the ACKs and NAKs it owes as acks says. */
+/* Runs a receive batch, and sends the ACKs and NAKs it owes as acks says. clock: the batch's
+ * (an application's poll read it just before it received), or 0 to read it now. */
 static void process_rx(struct urnic_dev *dev, struct urnic_rxpkt *pkts, int n,
-		       struct urnic_txbatch *b, enum ack_policy acks)
+		       struct urnic_txbatch *b, enum ack_policy acks, uint64_t clock)
 {
 	pthread_mutex_lock(&dev->qp_lock);
-	batch_clock_ns = urnic_now_ns();
+	batch_clock_ns = clock ? clock : urnic_now_ns();
 	for (int i = 0; i < n; i++)
 		urnic_recv_packet(dev, &pkts[i], b);
 	batch_clock_ns = 0;
@@ -401,10 +416,10 @@ static bool progress_turn(struct urnic_dev *dev, struct urnic_txbatch *b, uint64
 		if (t.shm_packets)
 			urnic_count(dev, URNIC_C_shm_rx_packets, t.shm_packets);
 		process_rx(dev, dev->net.rx_pkts, n, b,
-			   polling && acks_may_wait(dev) ? ACKS_NEXT_TURN : ACKS_MAY_HOLD);
+			   polling && acks_may_wait(dev) ? ACKS_NEXT_TURN : ACKS_MAY_HOLD, poll_ns);
 	}
 	urnic_net_recv_done(&dev->net); /* the rings' slots go back once processed */
-	uint64_t now = n > 0 || !poll_ns ? urnic_now_ns() : poll_ns;
+	uint64_t now = poll_ns ? poll_ns : urnic_now_ns(); /* a timer a batch late is no matter */
 
 	if (dev->tx_pending || now >= atomic_load(&dev->timer_next)) {
 		pthread_mutex_lock(&dev->qp_lock);
@@ -442,7 +457,7 @@ static void note_return(struct urnic_dev *dev, uint64_t now)
  * woken engine thread gets a CPU): these polls read the rings, and a doorbell would cost each
  * peer that same cross-CPU wake-up. In ib_send_lat over rings, where the woken engine thread
  * waited behind the polling application, 40-60% of packets rang one. */
-void urnic_progress(struct urnic_dev *dev)
+uint64_t urnic_progress(struct urnic_dev *dev)
 {
 	static _Thread_local struct urnic_txbatch b;
 
@@ -460,18 +475,19 @@ void urnic_progress(struct urnic_dev *dev)
 		/* The holder may be waiting for this very CPU (an engine thread pinned beside a
 		 * busy-polling application): spinning on would keep it off for a whole time slice. */
 		sched_yield();
-		return;
+		return 0; /* the yield may have taken a while */
 	}
 	urnic_tx_init(&b, dev);
 	progress_turn(dev, &b, now);
 	pthread_mutex_unlock(&dev->progress_lock);
+	return now;
 }
 
-void urnic_progress_leave(struct urnic_dev *dev)
+void urnic_progress_leave(struct urnic_dev *dev, uint64_t now)
 {
 	if (!atomic_load_explicit(&dev->app_poll_ns, memory_order_relaxed))
 		return;
-	atomic_store(&dev->drained_ns, urnic_now_ns());
+	atomic_store(&dev->drained_ns, now ? now : urnic_now_ns());
 	/* one that comes back at once keeps the socket: the stand-back deadline covers the rest */
 	if (atomic_load_explicit(&dev->quick_returns, memory_order_relaxed) >= URNIC_APP_RETURNS)
 		return;
@@ -496,7 +512,7 @@ void urnic_engine_inject(struct urnic_dev *dev, struct urnic_rxpkt *pkts, int n)
 
 	pthread_mutex_lock(&dev->progress_lock);
 	urnic_tx_init(&b, dev);
-	process_rx(dev, pkts, n, &b, ACKS_NOW);
+	process_rx(dev, pkts, n, &b, ACKS_NOW, 0);
 	for (int turn = 0; dev->tx_pending && turn < 4; turn++) {
 		pthread_mutex_lock(&dev->qp_lock);
 		scan_qps(dev, &b);

@@ -145,15 +145,17 @@ void urnic_engine_deadline(struct urnic_dev *dev, uint64_t deadline);
 /* When a QP whose packets were just held back tries again: one time shared by every QP held
  * back meanwhile, URNIC_TX_HELD_RETRY_NS on, so that they wake the engine once, not each. */
 uint64_t urnic_engine_held_retry(struct urnic_dev *dev);
-/* Runs one engine turn in the calling application thread (from an empty poll_cq). */
-void urnic_progress(struct urnic_dev *dev);
+/* Runs one engine turn in the calling application thread (from an empty poll_cq); returns the
+ * clock it read as it began. */
+uint64_t urnic_progress(struct urnic_dev *dev);
 /* Runs n packets through the receive path as if they had just arrived (the ACKs they owe and
  * the READ responses they start included), holding progress_lock: for the fuzz target. */
 void urnic_engine_inject(struct urnic_dev *dev, struct urnic_rxpkt *pkts, int n);
 /* An application poll emptied a CQ: the application may now wait on memory rather than on the
  * CQ (perftest's write latency loop does), so the engine thread stops standing back, unless the
- * application has been coming back to poll at once (URNIC_APP_RETURN_NS). */
-void urnic_progress_leave(struct urnic_dev *dev);
+ * application has been coming back to poll at once (URNIC_APP_RETURN_NS). now: the clock of
+ * the poll's engine turn, or 0 to read it. */
+void urnic_progress_leave(struct urnic_dev *dev, uint64_t now);
 /* The application is about to block: the engine thread takes over at once. */
 void urnic_progress_idle(struct urnic_dev *dev);
 

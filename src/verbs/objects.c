@@ -281,13 +281,14 @@ int urnic_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 {
 	struct urnic_cq *cq = to_ucq(ibcq);
 	bool drained = false;
+	uint64_t polled = 0; /* the clock of the engine turn this poll ran, if it ran one */
 	int n = 0;
 
 	if (num_entries < 0)
 		return -EINVAL;
 	for (int pass = 0; pass < 2 && n == 0; pass++) {
 		if (pass == 1)
-			urnic_progress(ctx_dev(ibcq->context));
+			polled = urnic_progress(ctx_dev(ibcq->context));
 		if (!atomic_load_explicit(&cq->ready, memory_order_relaxed))
 			continue; /* a completion written meanwhile is the next poll's */
 		pthread_mutex_lock(&cq->lock);
@@ -300,7 +301,7 @@ int urnic_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 		pthread_mutex_unlock(&cq->lock);
 	}
 	if (drained)
-		urnic_progress_leave(ctx_dev(ibcq->context));
+		urnic_progress_leave(ctx_dev(ibcq->context), polled);
 	return n;
 }
 
