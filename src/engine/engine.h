@@ -146,7 +146,8 @@ void urnic_engine_deadline(struct urnic_dev *dev, uint64_t deadline);
  * back meanwhile, URNIC_TX_HELD_RETRY_NS on, so that they wake the engine once, not each. */
 uint64_t urnic_engine_held_retry(struct urnic_dev *dev);
 /* Runs one engine turn in the calling application thread (from an empty poll_cq); returns the
- * clock it read as it began. */
+ * clock it read as it began, or 0 if the turn sent more than a ring packet's worth (and so may
+ * have taken a while). */
 uint64_t urnic_progress(struct urnic_dev *dev);
 /* Runs n packets through the receive path as if they had just arrived (the ACKs they owe and
  * the READ responses they start included), holding progress_lock: for the fuzz target. */
