@@ -593,7 +593,7 @@ static int consume(struct urnic_net *net, struct shm_in *in, struct urnic_rxpkt 
 	 * transfer in a row */
 	__builtin_prefetch(ring->data + (at + REC_ALIGN) % RING_BYTES);
 	while (!atomic_load_explicit(&in->broken, memory_order_relaxed) && got < max &&
-	       (rec = sealed_at(ring, key, at))) {
+	       at - tail < URNIC_SHM_RX_BYTES && (rec = sealed_at(ring, key, at))) {
 		uint32_t pos = (uint32_t)(at % RING_BYTES);
 		uint32_t len = atomic_load_explicit((_Atomic uint32_t *)&rec->len,
 						    memory_order_relaxed);
