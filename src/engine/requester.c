@@ -273,6 +273,8 @@ void urnic_req_run(struct urnic_qp *qp, struct urnic_txbatch *b)
 
 	if (qp->ibv.state != IBV_QPS_RTS || qp->rnr_deadline)
 		return;
+	if (qp->sq_next == qp->sq_prod && b->n == 0)
+		return; /* nothing to send (an ACK's run, mostly), nothing built to flush */
 	qp->held_until = 0; /* trying now; a packet held again sets it again */
 	/* An ACK this QP owes (left for the next turn or held: engine.c, acks_may_wait and
 	 * hold_ack) goes in the same flush as the requests: behind a lone one-packet request,
