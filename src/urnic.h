@@ -366,11 +366,5 @@ static inline struct urnic_mr *to_umr(struct ibv_mr *m)
 
 uint64_t urnic_now_ns(void);
 uint64_t urnic_clock_ns(void);
-/* One clock for what the calling thread does next, until urnic_clock_end(began): a post's
- * stamps (its send time, the retransmission timer and probe, the RTT sample) read the clock
- * once, not four times (25 ns each here). Inside a receive batch the batch's clock stays; the
- * return says whether this call set one. */
-bool urnic_clock_begin(void);
-void urnic_clock_end(bool began);
 
 #endif

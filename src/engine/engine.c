@@ -30,19 +30,6 @@ uint64_t urnic_clock_ns(void)
 	return batch_clock_ns ? batch_clock_ns : urnic_now_ns();
 }
 
-bool urnic_clock_begin(void)
-{
-	if (batch_clock_ns)
-		return false;
-	batch_clock_ns = urnic_now_ns();
-	return true;
-}
-
-void urnic_clock_end(bool began)
-{
-	if (began)
-		batch_clock_ns = 0;
-}
 
 void urnic_engine_wake(struct urnic_dev *dev)
 {
