@@ -100,11 +100,13 @@
 #define URNIC_ACK_HOLD_WINDOW_NS 1000000ull
 #define URNIC_APP_POLL_NS 50000ull /* engine thread stands back this long after an app poll */
 /* While the application keeps polling, each stand-back sleeps twice as long as the one before,
- * up to URNIC_APP_POLL_NS << URNIC_APP_POLL_BACKOFF (1.6 ms): a wake-up for nothing takes the
+ * up to URNIC_APP_POLL_NS << URNIC_APP_POLL_BACKOFF (400 us): a wake-up for nothing takes the
  * application's CPU (some 20 us on this machine's virtual CPUs), and an application that still
- * polls has the socket anyway. At 400 us, these wake-ups made 2-3% of ib_send_lat's round trips
- * over the rings 10-60 us, a sixth of its average. */
-#define URNIC_APP_POLL_BACKOFF 5u
+ * polls has the socket anyway. These wake-ups make 2-3% of ib_send_lat's round trips over the
+ * rings 10-60 us, a sixth of its average; a ceiling of 1.6 ms took the average from 2.3 to 2.0
+ * us, but left rc_ack_hold_udp's held ACK to a late engine thread under TSan (5 of 30 runs
+ * failed, 0 of 30 at 400 us), so it stays at 400 us. */
+#define URNIC_APP_POLL_BACKOFF 3u
 /* An application that emptied its CQ and polls again within URNIC_APP_RETURN_NS returned
  * quickly. The count of quick returns (one more for each, up to URNIC_APP_RETURNS_MAX; one less
  * for each slow return) at URNIC_APP_RETURNS or above marks an application busy-polling its CQs
