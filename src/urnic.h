@@ -291,7 +291,7 @@ struct urnic_qp {
 	bool sq_sig_all;
 	uint32_t peer_addr; /* network order, from the AV's GID */
 	uint16_t sport_idx;
-	uint16_t peer_ip_id; /* ICRC: last IPv4 ID seen from the peer */
+	struct urnic_ip_id_track peer_ip_id; /* ICRC: the peer's IPv4 IDs as seen */
 	uint32_t mtu;       /* bytes: the path MTU, or URNIC_SHM_MTU between ring peers */
 	uint32_t window;    /* packets the requester may have outstanding */
 

@@ -60,8 +60,8 @@ static int check_icrc(struct rx_ctx *c)
 		.dport = URNIC_ROCEV2_PORT,
 	};
 
-	return urnic_icrc_check_seg(&flow, c->pkt->data, c->pkt->len, c->pkt->seg,
-				    &c->qp->peer_ip_id)
+	return urnic_icrc_check_track(&flow, c->pkt->data, c->pkt->len, c->pkt->seg,
+				      &c->qp->peer_ip_id)
 		       ? PASS
 		       : DROP(drop_icrc);
 }

@@ -259,15 +259,21 @@ static int id_of(uint32_t r)
 	return crc0_id(id) == r ? id : -1;
 }
 
-/* residual: received ICRC xor the one computed with ID 0 and DF; after_id: bytes past the ID. */
-static bool recover_ip_id(uint32_t residual, size_t after_id, uint16_t *id_hint)
+/* The ID (DF set or clear) a residual is the ICRC difference of, or -1. residual: received ICRC
+ * xor the one computed with ID 0 and DF; after_id: bytes past the ID. */
+static int id_of_any(uint32_t residual, size_t after_id)
 {
 	uint32_t r =
 	    urnic_gf2_mul(urnic_gf2_mul(residual, unshift_lo[after_id & 0xff]), unshift_hi[after_id >> 8]);
 	int id = id_of(r);
 
-	if (id < 0)
-		id = id_of(r ^ df_clear_delta);
+	return id >= 0 ? id : id_of(r ^ df_clear_delta);
+}
+
+static bool recover_ip_id(uint32_t residual, size_t after_id, uint16_t *id_hint)
+{
+	int id = id_of_any(residual, after_id);
+
 	if (id < 0 || !id_in_window((uint16_t)id, *id_hint))
 		return false;
 	/* move the prediction forward only: a late packet must not drag the window back */
@@ -301,4 +307,30 @@ bool urnic_icrc_check_seg(const struct urnic_ip4_flow *flow, const uint8_t *pkt,
 	if (!id_hint)
 		return false;
 	return recover_ip_id(residual, bytes_after_id(len), id_hint);
+}
+
+bool urnic_icrc_check_track(const struct urnic_ip4_flow *flow, const uint8_t *pkt, size_t len,
+			    uint16_t seg, struct urnic_ip_id_track *t)
+{
+	if (urnic_icrc_check_seg(flow, pkt, len, seg, &t->hint)) {
+		t->jumped = false;
+		return true;
+	}
+	if (len < URNIC_BTH_LEN + URNIC_ICRC_LEN || len > IP_MAX_LEN - IP_HDR_LEN - UDP_HDR_LEN)
+		return false;
+	size_t body = len - URNIC_ICRC_LEN;
+	struct iovec iov = {.iov_base = (void *)pkt, .iov_len = body};
+	uint32_t residual = icrc_value(flow, 0, IP_DF, &iov, 1, body) ^ urnic_get_le32(pkt + body);
+	int id = id_of_any(residual, bytes_after_id(len));
+
+	if (id < 0)
+		return false; /* corrupted for every ID */
+	if (t->jumped && (uint16_t)(id - t->jump - 1) < URNIC_IP_ID_RESYNC) {
+		t->hint = (uint16_t)id;
+		t->jumped = false;
+		return true;
+	}
+	t->jump = (uint16_t)id;
+	t->jumped = true;
+	return false;
 }

@@ -171,6 +171,44 @@ static void check_window(const struct urnic_ip4_flow *f, uint8_t *pkt, size_t le
 	pkt[len - 5] ^= 0x01;
 }
 
+/* Writes pkt's ICRC (len bytes before it) for IPv4 ID id with DF; returns the packet's length. */
+static size_t with_id(const struct urnic_ip4_flow *f, uint8_t *pkt, size_t len, uint16_t id)
+{
+	struct iovec iov = {pkt, len};
+
+	urnic_icrc_compute_ipid(f, id, IP_DF, &iov, 1, len, pkt + len);
+	return len + 4;
+}
+
+/* A peer's IDs that jump out of the window: the first packet there is dropped, the next one (up
+ * to URNIC_IP_ID_RESYNC IDs on) is taken and moves the window; two jumps that disagree, and a
+ * corrupted packet, move nothing. */
+static void check_resync(const struct urnic_ip4_flow *f, uint8_t *pkt, size_t len)
+{
+	struct urnic_ip_id_track t = {.hint = 1000};
+	uint16_t far = 1000 + 6469;
+
+	EXPECT(urnic_icrc_check_track(f, pkt, with_id(f, pkt, len, 1001), 0, &t) && t.hint == 1001,
+	       "in the window: taken (hint %u)", t.hint);
+	EXPECT(!urnic_icrc_check_track(f, pkt, with_id(f, pkt, len, far), 0, &t) && t.hint == 1001,
+	       "first packet past a jump of 6469: dropped, hint kept (hint %u)", t.hint);
+	EXPECT(urnic_icrc_check_track(f, pkt, with_id(f, pkt, len, (uint16_t)(far + 3)), 0, &t) &&
+		       t.hint == (uint16_t)(far + 3),
+	       "second packet past the jump: taken, window moved (hint %u)", t.hint);
+	EXPECT(urnic_icrc_check_track(f, pkt, with_id(f, pkt, len, (uint16_t)(far + 4)), 0, &t),
+	       "the next in sequence after the move");
+	EXPECT(!urnic_icrc_check_track(f, pkt, with_id(f, pkt, len, 30000), 0, &t) &&
+		       !urnic_icrc_check_track(f, pkt, with_id(f, pkt, len, 30000 + 65), 0, &t) &&
+		       !urnic_icrc_check_track(f, pkt, with_id(f, pkt, len, 30000 + 65), 0, &t),
+	       "jumps more than %u apart, or the same ID again, moved the window", URNIC_IP_ID_RESYNC);
+	EXPECT(t.hint == (uint16_t)(far + 4), "hint %u after disagreeing jumps", t.hint);
+	size_t n = with_id(f, pkt, len, 50000);
+
+	pkt[n - 5] ^= 0x01;
+	EXPECT(!urnic_icrc_check_track(f, pkt, n, 0, &t), "a corrupted packet taken");
+	pkt[n - 5] ^= 0x01;
+}
+
 static double now(void)
 {
 	struct timespec ts;
@@ -231,6 +269,8 @@ int main(void)
 			check_window(&f, pkt, lens[i], random_id(), k & 1 ? IP_DF : 0);
 		}
 	}
+	fill_packet(pkt, 1036);
+	check_resync(&f, pkt, 1036);
 	/* the flow is covered: another source address does not verify */
 	other = f;
 	other.saddr ^= htonl(1);
