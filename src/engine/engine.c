@@ -30,7 +30,6 @@ uint64_t urnic_clock_ns(void)
 	return batch_clock_ns ? batch_clock_ns : urnic_now_ns();
 }
 
-
 void urnic_engine_wake(struct urnic_dev *dev)
 {
 	uint64_t one = 1;

@@ -411,19 +411,23 @@ bool urnic_shm_reaches(struct urnic_net *net, uint32_t daddr)
 	return atomic_load(&r->local);
 }
 
+/* The record at stream offset at. */
+static struct shm_rec *rec_at(struct shm_ring *ring, uint64_t at)
+{
+	return (struct shm_rec *)(ring->data + at % RING_BYTES);
+}
+
 /* Publishes the record at stream offset at. */
 static void seal(struct shm_ring *ring, uint64_t at)
 {
-	struct shm_rec *rec = (struct shm_rec *)(ring->data + at % RING_BYTES);
-
-	atomic_store_explicit(&rec->seal, at ^ ring->key, memory_order_release);
+	atomic_store_explicit(&rec_at(ring, at)->seal, at ^ ring->key, memory_order_release);
 }
 
 /* Writes packet p as the record at stream offset at (not sealed). */
 static void copy_packet(struct shm_ring *ring, uint64_t at, const struct urnic_txpkt *p,
 			uint16_t sport)
 {
-	struct shm_rec *rec = (struct shm_rec *)(ring->data + at % RING_BYTES);
+	struct shm_rec *rec = rec_at(ring, at);
 	size_t off = 0;
 
 	rec->len = p->len;
@@ -573,7 +577,7 @@ static void mark_broken(struct urnic_net *net, struct shm_in *in)
 /* The record at stream offset at of a ring with key key, if its seal says it is published. */
 static struct shm_rec *sealed_at(struct shm_ring *ring, uint64_t key, uint64_t at)
 {
-	struct shm_rec *rec = (struct shm_rec *)(ring->data + at % RING_BYTES);
+	struct shm_rec *rec = rec_at(ring, at);
 
 	return atomic_load_explicit(&rec->seal, memory_order_acquire) == (at ^ key) ? rec : NULL;
 }

@@ -288,39 +288,49 @@ bool urnic_icrc_check(const struct urnic_ip4_flow *flow, const uint8_t *pkt, siz
 	return urnic_icrc_check_seg(flow, pkt, len, 0, id_hint);
 }
 
-bool urnic_icrc_check_seg(const struct urnic_ip4_flow *flow, const uint8_t *pkt, size_t len,
-			  uint16_t seg, uint16_t *id_hint)
+/* A received packet's residual (its ICRC xor the one computed for ID 0 and DF), or false if its
+ * length is no packet's. */
+static bool residual_of(const struct urnic_ip4_flow *flow, const uint8_t *pkt, size_t len,
+			uint32_t *residual)
 {
-	size_t body = len - URNIC_ICRC_LEN;
-	struct iovec iov;
-	uint32_t residual;
-
 	if (len < URNIC_BTH_LEN + URNIC_ICRC_LEN || len > IP_MAX_LEN - IP_HDR_LEN - UDP_HDR_LEN)
 		return false;
-	iov.iov_base = (void *)pkt;
-	iov.iov_len = body;
-	residual = icrc_value(flow, 0, IP_DF, &iov, 1, body) ^ urnic_get_le32(pkt + body);
+	size_t body = len - URNIC_ICRC_LEN;
+	struct iovec iov = {.iov_base = (void *)pkt, .iov_len = body};
+
+	*residual = icrc_value(flow, 0, IP_DF, &iov, 1, body) ^ urnic_get_le32(pkt + body);
+	return true;
+}
+
+/* Whether a residual is ID 0's, segment seg's, or (with id_hint) an ID's in the window. */
+static bool residual_ok(uint32_t residual, size_t len, uint16_t seg, uint16_t *id_hint)
+{
 	if (residual == 0)
 		return true;
 	if (seg && residual == id_residual(seg, bytes_after_id(len)))
 		return true;
-	if (!id_hint)
-		return false;
-	return recover_ip_id(residual, bytes_after_id(len), id_hint);
+	return id_hint && recover_ip_id(residual, bytes_after_id(len), id_hint);
+}
+
+bool urnic_icrc_check_seg(const struct urnic_ip4_flow *flow, const uint8_t *pkt, size_t len,
+			  uint16_t seg, uint16_t *id_hint)
+{
+	uint32_t residual;
+
+	return residual_of(flow, pkt, len, &residual) && residual_ok(residual, len, seg, id_hint);
 }
 
 bool urnic_icrc_check_track(const struct urnic_ip4_flow *flow, const uint8_t *pkt, size_t len,
 			    uint16_t seg, struct urnic_ip_id_track *t)
 {
-	if (urnic_icrc_check_seg(flow, pkt, len, seg, &t->hint)) {
+	uint32_t residual;
+
+	if (!residual_of(flow, pkt, len, &residual))
+		return false;
+	if (residual_ok(residual, len, seg, &t->hint)) {
 		t->jumped = false;
 		return true;
 	}
-	if (len < URNIC_BTH_LEN + URNIC_ICRC_LEN || len > IP_MAX_LEN - IP_HDR_LEN - UDP_HDR_LEN)
-		return false;
-	size_t body = len - URNIC_ICRC_LEN;
-	struct iovec iov = {.iov_base = (void *)pkt, .iov_len = body};
-	uint32_t residual = icrc_value(flow, 0, IP_DF, &iov, 1, body) ^ urnic_get_le32(pkt + body);
 	int id = id_of_any(residual, bytes_after_id(len));
 
 	if (id < 0)
