@@ -130,7 +130,7 @@ static inline bool urnic_gid_to_ipv4(const union ibv_gid *gid, uint32_t *addr)
 
 static inline void urnic_count(struct urnic_dev *dev, enum urnic_counter c, uint64_t n)
 {
-	atomic_fetch_add_explicit((_Atomic uint64_t *)&dev->stats->c[c], n, memory_order_relaxed);
+	urnic_stats_add(dev->stats, c, n);
 }
 
 /* ---------------- verbs objects ---------------- */

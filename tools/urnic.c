@@ -619,11 +619,13 @@ static void counters_text(const uint64_t *c, bool all, const char *indent)
 static void stats_text(const struct urnic_stats_file *s, const struct options *o)
 {
 	char comm[32], addr[INET_ADDRSTRLEN];
+	uint64_t c[URNIC_C_COUNT];
 
 	process_name(s->pid, comm, sizeof(comm));
 	printf("%s  pid %u (%s)  addr %s\n", s->dev_name, s->pid, *comm ? comm : "?",
 	       addr_text(s->addr, addr, sizeof(addr)));
-	counters_text(s->c, o->all, "  ");
+	urnic_stats_fold(s, c);
+	counters_text(c, o->all, "  ");
 	for (uint32_t i = 0; o->qp && i < s->qp_slots; i++) {
 		const struct urnic_stats_qp *q = &s->qp[i];
 
@@ -662,14 +664,16 @@ static void qp_json(struct json *j, const struct urnic_stats_qp *q)
 static void stats_json(struct json *j, const struct urnic_stats_file *s, const struct options *o)
 {
 	char comm[32], addr[INET_ADDRSTRLEN];
+	uint64_t c[URNIC_C_COUNT];
 
 	process_name(s->pid, comm, sizeof(comm));
+	urnic_stats_fold(s, c);
 	json_open(j, NULL, '{');
 	json_u64(j, "pid", s->pid);
 	json_str(j, "comm", *comm ? comm : NULL);
 	json_str(j, "device", s->dev_name);
 	json_str(j, "addr", addr_text(s->addr, addr, sizeof(addr)));
-	counters_json(j, s->c);
+	counters_json(j, c);
 	if (o->qp) {
 		json_open(j, "qps", '[');
 		for (uint32_t i = 0; i < s->qp_slots; i++)

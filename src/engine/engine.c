@@ -463,8 +463,8 @@ uint64_t urnic_progress(struct urnic_dev *dev)
 		sched_yield();
 		return 0; /* the yield may have taken a while */
 	}
-	_Atomic uint64_t *sent = (_Atomic uint64_t *)&dev->stats->c[URNIC_C_tx_bytes];
-	uint64_t before = atomic_load_explicit(sent, memory_order_relaxed);
+	const uint64_t *sent = urnic_stats_mine(dev->stats, URNIC_C_tx_bytes);
+	uint64_t before = __atomic_load_n(sent, __ATOMIC_RELAXED);
 
 	urnic_tx_init(&b, dev);
 	progress_turn(dev, &b, now);
@@ -473,7 +473,7 @@ uint64_t urnic_progress(struct urnic_dev *dev)
 	 * ring): a drain stamped with its start would time the application's next return from
 	 * then and call it slow, and give the engine thread the socket at each drain (two eventfd
 	 * writes and two context switches per drain: 12,000 a second in ib_write_bw over rings) */
-	return atomic_load_explicit(sent, memory_order_relaxed) - before > URNIC_SHM_MTU ? 0 : now;
+	return __atomic_load_n(sent, __ATOMIC_RELAXED) - before > URNIC_SHM_MTU ? 0 : now;
 }
 
 void urnic_progress_leave(struct urnic_dev *dev, uint64_t now)

@@ -3,6 +3,8 @@
 #ifndef URNIC_ENGINE_H
 #define URNIC_ENGINE_H
 
+#include <assert.h>
+
 #include "urnic.h"
 
 /* Who built a packet of a batch: where the net layer holds one back (a full ring or socket
@@ -160,12 +162,26 @@ void urnic_progress_leave(struct urnic_dev *dev, uint64_t now);
 /* The application is about to block: the engine thread takes over at once. */
 void urnic_progress_idle(struct urnic_dev *dev);
 
+/* True if the calling thread holds m, where that can be told (glibc's mutex records its owner);
+ * debug builds check with it that a QP's counters, written with plain adds, are written under
+ * the QP's lock. */
+static inline bool urnic_mutex_mine(pthread_mutex_t *m)
+{
+#if defined(__GLIBC__) && !defined(NDEBUG)
+	return m->__data.__owner == urnic_thread_id();
+#else
+	(void)m;
+	return true;
+#endif
+}
+
 static inline void urnic_qp_count(struct urnic_qp *qp, enum urnic_counter c, uint64_t n)
 {
 	urnic_count(qp->dev, c, n);
-	if (qp->stats)
-		atomic_fetch_add_explicit((_Atomic uint64_t *)&qp->stats->c[c], n,
-					  memory_order_relaxed);
+	if (qp->stats) {
+		assert(urnic_mutex_mine(&qp->lock));
+		urnic_stats_qp_add(qp->stats, c, n);
+	}
 }
 
 static inline struct urnic_swqe *sq_at(struct urnic_qp *qp, uint32_t idx)

@@ -123,10 +123,8 @@ void urnic_recv_packet(struct urnic_dev *dev, const struct urnic_rxpkt *pkt,
 			return;
 		}
 	}
-	if (c.qp->stats) {
-		atomic_fetch_add_explicit((_Atomic uint64_t *)&c.qp->stats->c[URNIC_C_rx_packets], 1,
-					  memory_order_relaxed);
-	}
+	if (c.qp->stats)
+		urnic_stats_qp_add(c.qp->stats, URNIC_C_rx_packets, 1); /* under the QP's lock */
 	if (c.op->mask & URNIC_M_REQ)
 		urnic_resp_rx(c.qp, pkt, b);
 	else

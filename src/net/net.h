@@ -50,13 +50,14 @@ struct urnic_net_tally {
 
 struct urnic_fault;
 struct urnic_shm;
+struct urnic_stats_file;
 
 struct urnic_net {
 	struct urnic_fault *fault; /* NULL unless URNIC_FAULT asks for injection */
 	struct urnic_shm *shm;	   /* the intra-host path (net/shm.c); NULL with URNIC_SHM=0 */
 	/* the device's counters (common/stats.h order), for those the net layer must count before
 	 * a packet can be answered: a ring's packet is processed the moment it is published */
-	uint64_t *counters;
+	struct urnic_stats_file *stats;
 	uint32_t addr; /* network order */
 	int rx_fd;
 	int tx_fd[URNIC_TX_SOCKETS];

@@ -464,9 +464,8 @@ static bool reserve(struct shm_ring *ring, uint64_t *head, uint64_t tail, uint32
 
 static void count(struct urnic_net *net, enum urnic_counter c, uint64_t n)
 {
-	if (net->counters && n)
-		atomic_fetch_add_explicit((_Atomic uint64_t *)&net->counters[c], n,
-					  memory_order_relaxed);
+	if (net->stats && n)
+		urnic_stats_add(net->stats, c, n);
 }
 
 /* Copies the run pkts[0..n) (all to r) into r's ring and publishes it; returns how many fitted.

@@ -172,6 +172,7 @@ static void stats_open(struct urnic_dev *dev)
 	dev->stats->addr = dev->addr;
 	dev->stats->counter_count = URNIC_C_COUNT;
 	dev->stats->qp_slots = URNIC_STATS_QP_SLOTS;
+	dev->stats->shard_count = URNIC_STATS_SHARDS;
 	static pthread_once_t at_exit_once = PTHREAD_ONCE_INIT;
 
 	pthread_once(&at_exit_once, register_at_exit);
@@ -183,14 +184,15 @@ static void stats_open(struct urnic_dev *dev)
 static void stats_dump(const struct urnic_dev *dev)
 {
 	const char *v = getenv("URNIC_STATS_DUMP");
+	uint64_t c[URNIC_C_COUNT];
 
 	if (!v || !*v || *v == '0')
 		return;
+	urnic_stats_fold(dev->stats, c);
 	fprintf(stderr, "urnic: %s (pid %d) counters:", dev->ibdev->cfg.name, (int)getpid());
 	for (int i = 0; i < URNIC_C_COUNT; i++)
-		if (dev->stats->c[i])
-			fprintf(stderr, " %s=%llu", urnic_counter_names[i],
-				(unsigned long long)dev->stats->c[i]);
+		if (c[i])
+			fprintf(stderr, " %s=%llu", urnic_counter_names[i], (unsigned long long)c[i]);
 	fputc('\n', stderr);
 }
 
@@ -272,7 +274,7 @@ static int dev_start(struct urnic_ibdev *ibdev, struct urnic_dev **out)
 	dev->active_mtu = active_mtu_for(dev->addr);
 	urnic_gid_from_ipv4(dev->addr, &dev->gid);
 	stats_open(dev);
-	dev->net.counters = dev->stats->c;
+	dev->net.stats = dev->stats;
 	err = urnic_engine_start(dev);
 	if (err) {
 		stats_close(dev);

@@ -935,7 +935,7 @@ void rc_read_counters(struct rc *rc, uint64_t *out)
 	munmap(p, sizeof(s));
 	RC_CHECK(rc, s.magic == URNIC_STATS_MAGIC && s.counter_count == URNIC_C_COUNT,
 		 "%s is not a stats file of this build", path);
-	memcpy(out, s.c, sizeof(s.c));
+	urnic_stats_fold(&s, out);
 }
 
 long rc_rss_kib(pid_t pid)
