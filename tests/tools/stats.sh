@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# stats.sh URNIC - `urnic stats` reads the counters of a running process. Two processes play
+# ibv_rc_pingpong over urnic for longer than the test asks; the tool must show the server's
+# device with tx_packets above 1000 and its one QP's tx_packets within 1% of the device's (the
+# same packets, read while they move). A device's counters are spread over per-thread shards of
+# its stats file (src/common/stats.h): a reader that missed the shards would show 0 here.
+set -u
+urnic=$1
+command -v ibv_rc_pingpong >/dev/null || { echo "SKIP: ibv_rc_pingpong not installed"; exit 77; }
+port=$((20000 + RANDOM % 20000))
+out=$(mktemp)
+timeout 60 "$urnic" exec -- ibv_rc_pingpong -g 0 -p "$port" -n 5000000 >/dev/null 2>&1 &
+srv=$!
+cli=
+trap 'kill $srv $cli 2>/dev/null; rm -f "$out"' EXIT
+sleep 0.3
+timeout 60 "$urnic" exec -- ibv_rc_pingpong -g 0 -p "$port" -n 5000000 localhost \
+	>/dev/null 2>&1 &
+cli=$!
+pid=
+for i in $(seq 100); do # the server's process is timeout's child: urnic exec execs the tool
+	pid=$(pgrep -P "$srv" | head -1)
+	[ -n "$pid" ] && break
+	sleep 0.1
+done
+[ -n "$pid" ] || { echo "FAIL: no server process"; exit 1; }
+for i in $(seq 100); do
+	"$urnic" stats --qp >"$out" 2>&1
+	# the server's block: its device's counters (2 spaces in), then its QP's (4 spaces in)
+	read -r dev qp < <(awk -v pid="$pid" '
+		/^[^ ]/ { mine = ($3 == pid) }
+		mine && /^  tx_packets / { dev = $2 }
+		mine && /^    tx_packets / { qp = $2 }
+		END { print dev + 0, qp + 0 }' "$out")
+	[ "$dev" -gt 1000 ] && break
+	kill -0 "$srv" 2>/dev/null || break
+	sleep 0.2
+done
+echo "server pid $pid: device tx_packets $dev, QP tx_packets $qp"
+if [ "$dev" -le 1000 ] || [ "$qp" -le 0 ]; then
+	echo "FAIL: urnic stats did not show the server's traffic"; cat "$out"; exit 1
+fi
+diff=$((dev > qp ? dev - qp : qp - dev))
+if [ $((diff * 100)) -gt "$dev" ]; then
+	echo "FAIL: the device and its one QP disagree by $diff packets"; cat "$out"; exit 1
+fi
+echo "PASS"
