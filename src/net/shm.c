@@ -430,9 +430,10 @@ static void seal(struct shm_ring *ring, uint64_t at)
 /* A payload of RING_STREAM_MIN bytes or more goes into the ring with non-temporal stores: the
  * consumer's CPU then reads the lines from the shared cache or memory instead of pulling each
  * one out of this CPU's cache, and the producer does not first fetch lines the consumer's copy
- * last touched. 1 MiB WRITE over the rings 16.4-16.9 -> 19.6-20.2 GB/s, READ 15.4-17.4 ->
- * 19.2-21.4 (4 alternating runs each; docs/PERFORMANCE.md). Smaller packets (ACKs, latency
- * tests' payloads) keep plain stores: the consumer wants them in a cache, at once. */
+ * last touched: 1 MiB WRITE over the rings faster in 15 of 17 alternating runs, by 18% at the
+ * median, READ by 11% (docs/PERFORMANCE.md). Smaller packets (ACKs, latency tests' payloads)
+ * keep plain stores: the consumer wants them in a cache, at once. The consumer's own copy, into
+ * the MR, stays plain: streamed, it was slower (the MR's lines were in its cache). */
 #define RING_STREAM_MIN 32768u
 
 static void copy_to_ring(uint8_t *dst, const uint8_t *src, size_t n)
