@@ -59,7 +59,8 @@ struct urnic_dev {
 	pthread_t thread;
 	int wake_fd;           /* eventfd: wakes the engine from poll() */
 	atomic_bool stop;
-	_Atomic uint64_t sleep_until_ns; /* deadline the engine sleeps to; UINT64_MAX: none */
+	/* deadline the engine sleeps to; UINT64_MAX: none; 0: awake, standing back, or woken */
+	_Atomic uint64_t sleep_until_ns;
 	_Atomic uint64_t timer_next;     /* no QP timer expires before this */
 	pthread_mutex_t progress_lock; /* whoever runs the engine (thread or polling app) */
 	_Atomic uint64_t app_poll_ns;   /* last time an application thread drove progress */

@@ -76,7 +76,7 @@ extern const char *const urnic_counter_names[URNIC_C_COUNT];
  * A device-wide counter is the sum of its shards: each thread that counts has one of its own
  * (URNIC_STATS_SHARDS of them, in every device's file), which it adds to with a plain load and
  * store; threads past those share c[], with locked adds. A locked add costs 10-20 ns here, and a
- * ring's round trip made about ten (send_lat over the rings 0.80 -> 0.74 us without them). A
+ * ring's round trip made about ten (ring send_lat 0.93-0.99 -> 0.88-0.90 us without them). A
  * QP's counters are written under its lock, with plain adds too. Readers copy the file, fold the
  * shards (urnic_stats_fold) and may see a counter a few events behind. Version bumps whenever
  * this layout changes. */

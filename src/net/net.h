@@ -55,8 +55,8 @@ struct urnic_stats_file;
 struct urnic_net {
 	struct urnic_fault *fault; /* NULL unless URNIC_FAULT asks for injection */
 	struct urnic_shm *shm;	   /* the intra-host path (net/shm.c); NULL with URNIC_SHM=0 */
-	/* the device's counters (common/stats.h order), for those the net layer must count before
-	 * a packet can be answered: a ring's packet is processed the moment it is published */
+	/* the device's stats file (common/stats.h), for the counters the net layer must count
+	 * before a packet can be answered: a ring's packet is processed the moment it is published */
 	struct urnic_stats_file *stats;
 	uint32_t addr; /* network order */
 	int rx_fd;

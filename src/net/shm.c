@@ -426,7 +426,6 @@ static void seal(struct shm_ring *ring, uint64_t at)
 	atomic_store_explicit(&rec_at(ring, at)->seal, at ^ ring->key, memory_order_release);
 }
 
-/* Writes packet p as the record at stream offset at (not sealed). */
 /* A payload of RING_STREAM_MIN bytes or more goes into the ring with non-temporal stores: the
  * consumer's CPU then reads the lines from the shared cache or memory instead of pulling each
  * one out of this CPU's cache, and the producer does not first fetch lines the consumer's copy
@@ -462,6 +461,7 @@ static void copy_to_ring(uint8_t *dst, const uint8_t *src, size_t n)
 	memcpy(dst, src, n);
 }
 
+/* Writes packet p as the record at stream offset at (not sealed). */
 static void copy_packet(struct shm_ring *ring, uint64_t at, const struct urnic_txpkt *p,
 			uint16_t sport)
 {
