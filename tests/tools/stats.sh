@@ -17,9 +17,19 @@ sleep 0.3
 timeout 60 "$urnic" exec -- ibv_rc_pingpong -g 0 -p "$port" -n 5000000 localhost \
 	>/dev/null 2>&1 &
 cli=$!
+# The server's process is timeout's child (urnic exec execs the tool). Read from /proc, not with
+# pgrep: pgrep hangs with the ASan runtime preloaded, as the sanitizer build runs this script.
+child_of() {
+	local f=/proc/$1/task/$1/children
+	if [ -r "$f" ]; then
+		awk '{ print $1 }' "$f"
+	else
+		awk -v pp="$1" '$4 == pp { print $1 }' /proc/[0-9]*/stat 2>/dev/null | head -1
+	fi
+}
 pid=
-for i in $(seq 100); do # the server's process is timeout's child: urnic exec execs the tool
-	pid=$(pgrep -P "$srv" | head -1)
+for i in $(seq 100); do
+	pid=$(child_of "$srv")
 	[ -n "$pid" ] && break
 	sleep 0.1
 done
