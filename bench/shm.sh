@@ -45,8 +45,10 @@ run() {
 }
 record() { printf '%s\t%s\n' "$1" "${2:-FAILED}" >>"$RAW"; }
 
+# 5000 messages, as UCX's put_bw and tag_bw below (which also warm up first): at 2000, the
+# figures before 2026-12-06 21:50, the start of a run weighed more in urnic's figure than in UCX's
 urnic_bw() { # TOOL SIZE -> GB/s
-	local a=(-d urnic0 -x 0 -F -s "$2" -n 2000 -p "$PORT")
+	local a=(-d urnic0 -x 0 -F -s "$2" -n 5000 -p "$PORT")
 	run "$1" env URNIC_SHM=1 "$URNIC" exec -- "$1" "${a[@]}" :: \
 		env URNIC_SHM=1 "$URNIC" exec -- "$1" "${a[@]}" localhost
 	record "urnic_${1#ib_}_$2" "$(awk '$1 == '"$2"' && NF >= 5 { print $4 * 1048576 / 1e9 }' "$LOG" | tail -1)"
