@@ -133,18 +133,22 @@ extern _Thread_local int urnic_stats_shard_idx __attribute__((tls_model("initial
 int urnic_stats_shard_claim(void);
 void urnic_stats_add_shared(struct urnic_stats_file *s, enum urnic_counter c, uint64_t n);
 
+/* Adds n to a counter word whose writers never run at once (one thread's shard, or a QP's
+ * counters under its lock): a plain load and store, each whole for a live reader. */
+static inline void urnic_stats_word_add(uint64_t *p, uint64_t n)
+{
+	__atomic_store_n(p, __atomic_load_n(p, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+}
+
 /* Adds n to counter c of a device's file, in the calling thread's shard. */
 static inline void urnic_stats_add(struct urnic_stats_file *s, enum urnic_counter c, uint64_t n)
 {
 	int k = urnic_stats_shard_idx;
 
-	if (k > 0) {
-		uint64_t *p = &s->shard[k - 1].c[c];
-
-		__atomic_store_n(p, __atomic_load_n(p, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
-	} else {
+	if (k > 0)
+		urnic_stats_word_add(&s->shard[k - 1].c[c], n);
+	else
 		urnic_stats_add_shared(s, c, n);
-	}
 }
 
 /* The word counter c of s that the calling thread adds to: a delta of it is this thread's own. */
@@ -162,8 +166,7 @@ pid_t urnic_thread_id(void);
 /* Adds n to a QP's counter c; the QP's lock serializes its writers. */
 static inline void urnic_stats_qp_add(struct urnic_stats_qp *q, enum urnic_counter c, uint64_t n)
 {
-	__atomic_store_n(&q->c[c], __atomic_load_n(&q->c[c], __ATOMIC_RELAXED) + n,
-			 __ATOMIC_RELAXED);
+	urnic_stats_word_add(&q->c[c], n);
 }
 
 #endif
