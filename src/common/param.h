@@ -124,10 +124,10 @@
  * next packet is usually that close, and a wake-up (a doorbell datagram or the packet itself,
  * then the scheduler) costs more than the whole 1 MiB message it would bring. */
 #define URNIC_WATCH_NS 50000ull
-/* An application polling a device that reads rings, and an engine thread watching them, make
- * the socket's system call at most this often (the engine thread's turns always make it). The
- * polls' gap doubles with each call that finds nothing, up to URNIC_SOCK_POLL_MAX_NS: below the
- * tail-loss probe's floor, so that a peer over UDP of a device busy with ring peers waits for
+/* An application polling a device that reads rings, and an engine thread watching or reading
+ * them, make the socket's system call at most this often (unless the engine thread has just seen
+ * the socket readable). The gap doubles with each call that finds nothing, up to
+ * URNIC_SOCK_POLL_MAX_NS: below the tail-loss probe's floor, so that a peer over UDP of a device busy with ring peers waits for
  * its ACK no longer than its own probe. */
 #define URNIC_SOCK_POLL_NS 20000ull
 #define URNIC_SOCK_POLL_MAX_NS 160000ull

@@ -377,6 +377,8 @@ static void sleep_until(struct urnic_dev *dev, uint64_t deadline)
 	atomic_store(&dev->standing_back, false);
 	atomic_store(&dev->on_socket, false);
 	atomic_store(&dev->sleep_until_ns, 0);
+	if (nfds == 2) /* woken by the socket, perhaps: the next turn reads it */
+		atomic_store_explicit(&dev->net.sock_due, true, memory_order_relaxed);
 	urnic_shm_awake(&dev->net);
 }
 
@@ -556,8 +558,10 @@ static bool watch(struct urnic_dev *dev)
 			return true;
 		/* with rings, where the busy peers are, the socket's system call only now and then */
 		if (now >= sock_at) {
-			if (socket_ready(dev))
+			if (socket_ready(dev)) {
+				atomic_store_explicit(&dev->net.sock_due, true, memory_order_relaxed);
 				return true;
+			}
 			sock_at = rings ? now + URNIC_SOCK_POLL_NS : now;
 		}
 		for (int i = 0; i < 16; i++)

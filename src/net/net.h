@@ -3,6 +3,7 @@
 #define URNIC_NET_H
 
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -75,8 +76,11 @@ struct urnic_net {
 		uint8_t buf[CMSG_SPACE(sizeof(int))];
 	} rx_ctl[URNIC_RX_SLOTS];
 	struct urnic_rxpkt *rx_pkts; /* URNIC_RX_BATCH, for the progress_lock holder */
-	uint64_t sock_polled_ns;     /* the last recvmmsg of a poll (progress_lock holder) */
+	uint64_t sock_polled_ns;     /* the last recvmmsg of a turn (progress_lock holder) */
 	uint64_t sock_poll_gap_ns;   /* and the least time to the next (URNIC_SOCK_POLL_NS..) */
+	/* the engine thread saw the socket readable, or woke from a sleep on it: the next turn's
+	 * receive reads it whatever the gap (set outside progress_lock) */
+	atomic_bool sock_due;
 };
 
 int urnic_net_open(struct urnic_net *net, uint32_t addr);
