@@ -9,8 +9,9 @@
 
 #define INBOX_MAGIC 0x75726e6963696e62ull /* "urnicinb" */
 #define RING_MAGIC 0x75726e696372696eull  /* "urnicrin" */
-/* 2: packets of up to URNIC_SHM_MTU between ring peers; 3: records published by their seal */
-#define SHM_VERSION 3
+/* 2: packets of up to URNIC_SHM_MTU between ring peers; 3: records published by their seal;
+ * 4: a record's packet may start past a pad */
+#define SHM_VERSION 4
 #define RING_BYTES (4u << 20)
 #define REC_ALIGN 64u
 #define REC_WRAP 0xffffffffu /* the rest of the ring is padding: go on at its start */
@@ -35,7 +36,9 @@ struct shm_rec {
 	_Atomic uint64_t seal;
 	uint32_t len; /* BTH through ICRC; REC_WRAP: padding to the ring's end */
 	uint16_t sport;
-	uint16_t reserved;
+	/* the packet starts at data + pad (less than REC_ALIGN): a large packet's payload is put at
+	 * a REC_ALIGN boundary, so the consumer's copy into the MR goes line to line */
+	uint16_t pad;
 	uint8_t data[];
 };
 

@@ -115,13 +115,19 @@ static void case_broken(struct urnic_net *a, const char *src, const char *what,
 	urnic_net_close(&b);
 }
 
-/* Writes a record of length len at stream offset at and seals it for that place. */
-static void sealed_record(struct shm_ring *ring, uint64_t at, uint32_t len)
+/* Writes a record of length len after pad bytes at stream offset at and seals it there. */
+static void sealed_padded(struct shm_ring *ring, uint64_t at, uint32_t pad, uint32_t len)
 {
 	struct shm_rec *rec = (struct shm_rec *)(ring->data + at % RING_BYTES);
 
 	rec->len = len;
+	rec->pad = (uint16_t)pad;
 	atomic_store(&rec->seal, at ^ ring->key);
+}
+
+static void sealed_record(struct shm_ring *ring, uint64_t at, uint32_t len)
+{
+	sealed_padded(ring, at, 0, len);
 }
 
 static void too_long(struct shm_ring *ring)
@@ -136,6 +142,21 @@ static void across_end(struct shm_ring *ring)
 	uint64_t at = (atomic_load(&ring->tail) / RING_BYTES + 1) * RING_BYTES - REC_ALIGN;
 
 	sealed_record(ring, at, 256); /* its slot holds REC_ALIGN bytes */
+	atomic_store(&ring->tail, at);
+}
+
+/* A pad of a whole line or more: a producer pads a payload to the next line only. */
+static void pad_too_long(struct shm_ring *ring)
+{
+	sealed_padded(ring, atomic_load(&ring->tail), REC_ALIGN, 256);
+}
+
+/* A record whose pad takes it across the ring's end, its packet alone fitting the slot. */
+static void pad_across_end(struct shm_ring *ring)
+{
+	uint64_t at = (atomic_load(&ring->tail) / RING_BYTES + 1) * RING_BYTES - 2 * REC_ALIGN;
+
+	sealed_padded(ring, at, REC_ALIGN - 1, 2 * REC_ALIGN - REC_HDR - 8);
 	atomic_store(&ring->tail, at);
 }
 
@@ -159,6 +180,8 @@ int main(void)
 	case_broken(&a, "127.88.1.2", "a record longer than any packet", too_long, 1);
 	case_broken(&a, "127.88.1.3", "a record across the ring's end", across_end, 2);
 	case_broken(&a, "127.88.1.4", "a wrap record at the ring's start", wrap_at_start, 3);
+	case_broken(&a, "127.88.1.5", "a pad of a whole line", pad_too_long, 4);
+	case_broken(&a, "127.88.1.6", "a pad that runs across the ring's end", pad_across_end, 5);
 	urnic_net_close(&a);
 	return 0;
 }
