@@ -79,13 +79,15 @@ static int add_payload(struct urnic_qp *qp, struct urnic_swqe *w, struct urnic_t
 	return 0;
 }
 
-/* AckReq at least every URNIC_ACKREQ_EVERY packets, and twice per congestion window, so a
- * window cut to a few packets inside a long message still brings the ACKs that open it. */
+/* AckReq at least every URNIC_ACKREQ_EVERY packets, and four times per congestion window, so a
+ * window cut to a few packets inside a long message still brings the ACKs that open it, and
+ * the sender has three quarters of its window to send while an ACK comes back (with half, a
+ * ring QP's 24-packet window ran dry every 12 packets). */
 static uint32_t ackreq_every(const struct urnic_qp *qp)
 {
-	uint32_t half = urnic_rtx_window(qp) / 2;
+	uint32_t quarter = urnic_rtx_window(qp) / 4;
 
-	return half == 0 ? 1 : half < URNIC_ACKREQ_EVERY ? half : URNIC_ACKREQ_EVERY;
+	return quarter == 0 ? 1 : quarter < URNIC_ACKREQ_EVERY ? quarter : URNIC_ACKREQ_EVERY;
 }
 
 static enum req_step send_data_packet(struct urnic_qp *qp, struct urnic_swqe *w,
