@@ -23,6 +23,8 @@ PORT=$((32000 + RANDOM % 8000))
 SEQ=0
 [ -x "$URNIC" ] || { echo "shm.sh: $URNIC is not built" >&2; exit 1; }
 timeout 60 gcc -O2 -Wall -o "$OUT/memcpy_bw" "$ROOT/bench/memcpy_bw.c" || { echo "memcpy_bw build failed" >&2; exit 2; }
+timeout 60 gcc -O2 -Wall -o "$OUT/ring_copy" "$ROOT/bench/ring_copy.c" -lpthread ||
+	{ echo "ring_copy build failed" >&2; exit 2; }
 command -v ib_write_bw >/dev/null && command -v ucx_perftest >/dev/null ||
 	{ echo "shm.sh: needs perftest and ucx-utils" >&2; exit 1; }
 
@@ -74,6 +76,8 @@ ucx() { # TEST SIZE ITERS -> GB/s or us
 	esac
 }
 memcpy_point() { record "memcpy_$1" "$(timeout 60 taskset -c 0 "$OUT/memcpy_bw" "$1" 3 | sort -g | sed -n 2p)"; }
+# the two-copy ring without urnic (bench/ring_copy.c): the ceiling of the rings' design here
+ring_model() { record ring_model "$(timeout 60 "$OUT/ring_copy" 3 | sort -g | sed -n 2p)"; }
 
 for rep in $(seq "$REPS"); do
 	echo "# rep $rep/$REPS" >&2
@@ -82,6 +86,7 @@ for rep in $(seq "$REPS"); do
 	urnic_bw ib_read_bw 1048576
 	ucx tag_bw 1048576 5000
 	memcpy_point 1048576
+	ring_model
 	urnic_lat ib_write_lat 8
 	ucx ucp_am_lat 8 200000
 	urnic_lat ib_send_lat 8
@@ -93,6 +98,7 @@ median() { awk -F'\t' -v k="$1" '$1 == k && $2 != "FAILED" { print $2 }' "$RAW" 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 > 0) printf "%.2f", a / b; else print "nan" }'; }
 W=$(median urnic_write_bw_1048576) R=$(median urnic_read_bw_1048576)
 P=$(median ucx_ucp_put_bw_1048576) T=$(median ucx_tag_bw_1048576) M=$(median memcpy_1048576)
+RM=$(median ring_model)
 WL=$(median urnic_write_lat_8) SL=$(median urnic_send_lat_8)
 AL=$(median ucx_ucp_am_lat_8) PL=$(median ucx_ucp_put_lat_8)
 WLA=$(median urnic_write_lat_avg_8) SLA=$(median urnic_send_lat_avg_8)
@@ -101,6 +107,7 @@ ALA=$(median ucx_ucp_am_lat_avg_8) PLA=$(median ucx_ucp_put_lat_avg_8)
 	echo "== urnic intra-host path vs UCX posix,cma and memcpy ($(date -u +%FT%TZ), REPS=$REPS, out: $OUT)"
 	printf '%-28s %10s\n' "urnic WRITE 1 MiB (GB/s)" "$W" "urnic READ 1 MiB (GB/s)" "$R" \
 		"UCX put_bw 1 MiB (GB/s)" "$P" "UCX tag_bw 1 MiB (GB/s)" "$T" "memcpy 1 MiB (GB/s)" "$M" \
+		"two-copy ring model (GB/s)" "$RM" \
 		"urnic write_lat 8 B (us)" "$WL" "urnic send_lat 8 B (us)" "$SL" \
 		"UCX am_lat 8 B (us)" "$AL" "UCX put_lat 8 B (us)" "$PL" \
 		"urnic write_lat 8 B avg (us)" "$WLA" "urnic send_lat 8 B avg (us)" "$SLA" \
@@ -110,6 +117,7 @@ ALA=$(median ucx_ucp_am_lat_avg_8) PLA=$(median ucx_ucp_put_lat_avg_8)
 	echo "  READ  >= 0.7 x memcpy:   $(ratio "$R" "$M") x memcpy"
 	echo "  WRITE >= UCX put_bw:     $(ratio "$W" "$P") x"
 	echo "  READ  >= UCX put_bw:     $(ratio "$R" "$P") x"
+	echo "  (WRITE and READ of the two-copy ring model: $(ratio "$W" "$RM") x and $(ratio "$R" "$RM") x; the model $(ratio "$RM" "$M") x memcpy)"
 	echo "  8 B send_lat <= 1.5 x UCX am_lat:  $(ratio "$SL" "$AL") x typical, $(ratio "$SLA" "$ALA") x average"
 	echo "  8 B write_lat <= 1.5 x UCX am_lat: $(ratio "$WL" "$AL") x typical, $(ratio "$WLA" "$ALA") x average"
 	echo "urnic $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null); $(nproc) cpus; load $(cut -d' ' -f1-3 /proc/loadavg)"
