@@ -117,7 +117,8 @@ int main(int argc, char **argv)
 	rc.offset = argc > 2 ? strtoul(argv[2], NULL, 0) % 4096 : 0;
 	rc.plain = argc > 3 && strcmp(argv[3], "plain") == 0;
 	if (posix_memalign((void **)&rc.ring, 4096, RING + 4096) ||
-	    posix_memalign((void **)&rc.src, 4096, BUF) || posix_memalign((void **)&rc.dst, 4096, BUF))
+	    posix_memalign((void **)&rc.src, 4096, BUF) ||
+	    posix_memalign((void **)&rc.dst, 4096, BUF))
 		return 1;
 	memset(rc.ring, 1, RING + 4096);
 	memset(rc.src, 2, BUF);

@@ -129,8 +129,8 @@
 /* An application polling a device that reads rings, and an engine thread watching or reading
  * them, make the socket's system call at most this often (unless the engine thread has just seen
  * the socket readable). The gap doubles with each call that finds nothing, up to
- * URNIC_SOCK_POLL_MAX_NS: below the tail-loss probe's floor, so that a peer over UDP of a device busy with ring peers waits for
- * its ACK no longer than its own probe. */
+ * URNIC_SOCK_POLL_MAX_NS: below the tail-loss probe's floor, so that a peer over UDP of a device
+ * busy with ring peers waits for its ACK no longer than its own probe. */
 #define URNIC_SOCK_POLL_NS 20000ull
 #define URNIC_SOCK_POLL_MAX_NS 160000ull
 #define URNIC_WATCH_QUIET_NS 1000000ull /* ... unless an application polled this recently */

@@ -575,7 +575,8 @@ static bool watch(struct urnic_dev *dev)
 		/* with rings, where the busy peers are, the socket's system call only now and then */
 		if (now >= sock_at) {
 			if (socket_ready(dev)) {
-				atomic_store_explicit(&dev->net.sock_due, true, memory_order_relaxed);
+				atomic_store_explicit(&dev->net.sock_due, true,
+						      memory_order_relaxed);
 				return true;
 			}
 			sock_at = rings ? now + URNIC_SOCK_POLL_NS : now;

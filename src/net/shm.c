@@ -465,7 +465,7 @@ static void copy_to_ring(uint8_t *dst, const uint8_t *src, size_t n)
 /* The pad before packet p in its record: for a streamed packet, what puts the payload (what
  * follows its first iovec, the headers) at a REC_ALIGN boundary. The consumer's copy into the
  * MR (rep movsb here) ran at half speed from a source 44 bytes off the line of an aligned
- * destination: 1 MiB WRITE over the rings +10% aligned (docs/PERFORMANCE.md). */
+ * destination: 1 MiB WRITE over the rings +8% aligned (docs/PERFORMANCE.md). */
 static uint32_t payload_pad(const struct urnic_txpkt *p)
 {
 	if (p->len < RING_STREAM_MIN || p->iovcnt < 2)
