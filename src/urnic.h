@@ -367,9 +367,5 @@ static inline struct urnic_mr *to_umr(struct ibv_mr *m)
 
 uint64_t urnic_now_ns(void);
 uint64_t urnic_clock_ns(void);
-/* From here to urnic_clock_release(what it returned), urnic_clock_ns() on this thread returns
- * the clock read now (or the receive batch's, inside one): for the work of one post. */
-uint64_t urnic_clock_hold(void);
-void urnic_clock_release(uint64_t outer);
 
 #endif

@@ -21,29 +21,13 @@ uint64_t urnic_now_ns(void)
 
 /* The packets of one receive batch arrived together, and their handlers read one clock: the one
  * taken as the batch began. A clock_gettime costs 25 ns on this machine, and a stream of READ
- * responses read it four times a packet (9% of the requester's CPU). What one post sends reads
- * one too (urnic_clock_hold): the requester, its RTT sample and its timers read it five times
- * an 8-byte SEND, three of them before the packet left. Outside both, urnic_clock_ns() reads
- * the clock. */
+ * responses read it four times a packet (9% of the requester's CPU). Outside a batch,
+ * urnic_clock_ns() reads the clock. */
 static _Thread_local uint64_t batch_clock_ns;
 
 uint64_t urnic_clock_ns(void)
 {
 	return batch_clock_ns ? batch_clock_ns : urnic_now_ns();
-}
-
-uint64_t urnic_clock_hold(void)
-{
-	uint64_t outer = batch_clock_ns;
-
-	if (!outer)
-		batch_clock_ns = urnic_now_ns();
-	return outer;
-}
-
-void urnic_clock_release(uint64_t outer)
-{
-	batch_clock_ns = outer;
 }
 
 void urnic_engine_wake(struct urnic_dev *dev)
