@@ -390,6 +390,9 @@ static bool progress_turn(struct urnic_dev *dev, struct urnic_txbatch *b, uint64
 {
 	struct urnic_net_tally t = {0};
 	bool polling = poll_ns != 0;
+	/* one clock for the socket's gap and the timers: a timer a batch late is no matter (a turn
+	 * that received runs again at once, with a new clock) */
+	uint64_t now = polling ? poll_ns : urnic_now_ns();
 
 	if (atomic_load_explicit(&dev->acks_owed, memory_order_relaxed)) {
 		/* the engine thread's turn: the application left ACKs owed and went quiet, so it is
@@ -398,7 +401,7 @@ static bool progress_turn(struct urnic_dev *dev, struct urnic_txbatch *b, uint64
 			atomic_store_explicit(&dev->quick_returns, 0, memory_order_relaxed);
 		flush_owed_acks(dev, b, !polling);
 	}
-	int n = urnic_net_recv(&dev->net, dev->net.rx_pkts, &t, poll_ns);
+	int n = urnic_net_recv(&dev->net, dev->net.rx_pkts, &t, now);
 
 	if (n > 0) {
 		if (t.syscalls)
@@ -413,7 +416,6 @@ static bool progress_turn(struct urnic_dev *dev, struct urnic_txbatch *b, uint64
 			   polling && acks_may_wait(dev) ? ACKS_NEXT_TURN : ACKS_MAY_HOLD, poll_ns);
 	}
 	urnic_net_recv_done(&dev->net); /* the rings' slots go back once processed */
-	uint64_t now = poll_ns ? poll_ns : urnic_now_ns(); /* a timer a batch late is no matter */
 
 	if (dev->tx_pending || now >= atomic_load(&dev->timer_next)) {
 		pthread_mutex_lock(&dev->qp_lock);

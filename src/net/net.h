@@ -95,11 +95,12 @@ int urnic_net_send(struct urnic_net *net, struct urnic_txpkt *pkts, int n,
 		   struct urnic_net_tally *t, bool *held);
 /* Receives up to URNIC_RX_BATCH packets without blocking, from the socket and the intra-host
  * rings; fills out[]; returns the count. Their data stays valid until urnic_net_recv_done.
- * poll_ns: 0, or the clock of an application's empty CQ poll, whose caller polls again soon: on
- * a device that reads rings, the socket's system call is then made at most every
- * URNIC_SOCK_POLL_NS, and less often while it finds nothing (up to URNIC_SOCK_POLL_MAX_NS). */
+ * now: the caller's clock, or 0 to read it. On a device that reads rings the socket's system
+ * call is made at most every URNIC_SOCK_POLL_NS, and less often while it finds nothing (up to
+ * URNIC_SOCK_POLL_MAX_NS), unless the engine thread has just seen the socket readable
+ * (sock_due). */
 int urnic_net_recv(struct urnic_net *net, struct urnic_rxpkt *out, struct urnic_net_tally *t,
-		   uint64_t poll_ns);
+		   uint64_t now);
 void urnic_net_recv_done(struct urnic_net *net);
 /* URNIC_FAULT: when a receive is due at the latest for a packet the injector holds back to arrive
  * (CLOCK_MONOTONIC ns); UINT64_MAX without injection or when none is held. */

@@ -365,17 +365,18 @@ static int split_datagram(struct urnic_net *net, int i, struct mmsghdr *m, struc
 	return (int)n;
 }
 
-/* Whether a receive (clock poll_ns, or 0 for the engine thread's turn) leaves the socket for
- * later: rings carry this device's busy peers, and an empty recvmmsg costs more than a ring round
- * trip (1.5 us here: made every 20 us, it delayed one ring round trip in seven by that much).
+/* Whether a receive (clock now, or 0 to read it) leaves the socket for later: rings carry this
+ * device's busy peers, and an empty recvmmsg costs more than a ring round trip (1.5 us here:
+ * made every 20 us, it delayed one ring round trip in seven by that much).
  * The engine thread's turns keep the gap too: streaming 1 MiB WRITEs through a ring, the
  * receiving engine thread made one per 256 KiB batch, 9% of its CPU. Not when it has just seen
  * the socket readable or slept on it. */
-static bool socket_can_wait(struct urnic_net *net, uint64_t poll_ns)
+static bool socket_can_wait(struct urnic_net *net, uint64_t now)
 {
 	if (!urnic_shm_rings_in(net))
 		return false;
-	uint64_t now = poll_ns ? poll_ns : urnic_mono_ns();
+	if (!now)
+		now = urnic_mono_ns();
 	bool due = atomic_load_explicit(&net->sock_due, memory_order_relaxed) &&
 		   atomic_exchange_explicit(&net->sock_due, false, memory_order_relaxed);
 
@@ -421,11 +422,11 @@ static int recv_socket(struct urnic_net *net, struct urnic_rxpkt *out, struct ur
 }
 
 int urnic_net_recv(struct urnic_net *net, struct urnic_rxpkt *out, struct urnic_net_tally *t,
-		   uint64_t poll_ns)
+		   uint64_t now)
 {
 	int n = 0;
 
-	if (!socket_can_wait(net, poll_ns)) {
+	if (!socket_can_wait(net, now)) {
 		n = recv_socket(net, out, t);
 		socket_polled(net, n > 0);
 	}

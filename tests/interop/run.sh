@@ -310,6 +310,9 @@ trailing_dup_acks() {
 		     END { print tail + 0 }'
 }
 
+# without_unknown_qp DROPS: the drop counters but drop_unknown_qp, space-separated.
+without_unknown_qp() { tr ' ' '\n' <<<"$1" | grep -v -e '^drop_unknown_qp=' -e '^$' | tr '\n' ' '; }
+
 # run_pair NAME TOOL URNIC_ARGS RXE_ARGS SERVER [FLAGS]: one run, server on SERVER's side, client on the other.
 run_pair() {
 	local name=$1 tool=$2 uargs=$3 rargs=$4 server=$5 flags=,${6:-}, client dir limit base
@@ -389,7 +392,7 @@ run_pair() {
 	local forgiven=""
 	if [ "$late" = late ]; then
 		forgiven="late: $(tr ' ' '\n' <<<"$drops" | grep '^drop_unknown_qp=' | tr '\n' ' ')"
-		drops=$(tr ' ' '\n' <<<"$drops" | grep -v -e '^drop_unknown_qp=' -e '^$' | tr '\n' ' ')
+		drops=$(without_unknown_qp "$drops")
 		[ "$rcvd" -lt "$n_urnic" ] && forgiven+="rxe missed $((n_urnic - rcvd)) late packets "
 		[ "$rcvd" -le "$n_urnic" ] && rcvd=$n_urnic
 	fi
@@ -399,7 +402,7 @@ run_pair() {
 		dup_acks=$(trailing_dup_acks "$pcap")
 		if [ "$unknown" -le "$dup_acks" ]; then
 			forgiven+="drop_unknown_qp=$unknown: rxe's last $dup_acks packets repeat ACKs, answering resends "
-			drops=$(tr ' ' '\n' <<<"$drops" | grep -v -e '^drop_unknown_qp=' -e '^$' | tr '\n' ' ')
+			drops=$(without_unknown_qp "$drops")
 		fi
 	fi
 
