@@ -164,7 +164,8 @@ struct urnic_mr {
 	uint64_t iova;
 	uint64_t length;
 	unsigned access;
-	uint32_t key; /* lkey == rkey */
+	uint32_t key;	/* lkey == rkey */
+	uint32_t share; /* its pages' shared region (mem/share.h), or 0 */
 };
 
 struct urnic_ah {

@@ -59,6 +59,14 @@
  * left the sender waiting for both, then the receiver waiting for the next window: 1 MiB WRITE
  * over the rings 11 -> 17 GB/s. */
 #define URNIC_SHM_RX_BYTES (256u << 10)
+/* A ring packet of this many bytes or more whose payload lies in a shared MR region (mem/share.c)
+ * names its payload by place instead of carrying it: the consumer copies it once, from the
+ * producer's pages straight into its own MR. An MR gets a region if it holds this many bytes of
+ * whole pages. */
+#define URNIC_SHM_REF_MIN 32768u
+#define URNIC_SHARE_REGIONS 256 /* shared regions in one process */
+#define URNIC_SHM_VIEWS 16	/* peers' regions one device keeps mapped */
+#define URNIC_SHM_REFS 64	/* packets by place in one receive */
 #define URNIC_RX_SLOT_LEN 65536 /* a receive buffer: one datagram, coalesced or not */
 #define URNIC_RX_BATCH (URNIC_RX_SLOTS * URNIC_GSO_MAX_SEGS) /* packets one receive delivers */
 /* A request or READ response the local path held back (a full ring or socket buffer) is tried

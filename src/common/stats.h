@@ -61,7 +61,10 @@
 	X(shm_ring_full, "shm_ring_full")                                                          \
 	X(tx_held, "tx_held_back")                                                                 \
 	X(shm_doorbells, "shm_doorbells")                                                          \
-	X(shm_ring_broken, "shm_ring_broken")
+	X(shm_ring_broken, "shm_ring_broken")                                                      \
+	X(shm_rx_placed, "shm_rx_payloads_in_place")                                               \
+	X(shm_place_stale, "drop_shm_place_stale")                                                 \
+	X(shm_place_refused, "shm_place_refused")
 
 enum urnic_counter {
 #define URNIC_COUNTER_ENUM(id, name) URNIC_C_##id,

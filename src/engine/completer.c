@@ -277,7 +277,8 @@ static void on_read_response(struct urnic_qp *qp, const struct urnic_rxpkt *pkt,
 	}
 	pthread_rwlock_rdlock(&qp->dev->mr_lock);
 	int err = urnic_sge_scatter(qp->dev, to_upd(qp->ibv.pd), w->sge, w->num_sge, off,
-				    pkt->data + op->hdr_len, payload_len);
+				    pkt->payload ? pkt->payload : pkt->data + op->hdr_len,
+				    payload_len);
 	pthread_rwlock_unlock(&qp->dev->mr_lock);
 	if (err) {
 		fail_oldest(qp, IBV_WC_LOC_PROT_ERR);

@@ -600,7 +600,7 @@ void urnic_resp_rx(struct urnic_qp *qp, const struct urnic_rxpkt *pkt, struct ur
 		.bth = bth,
 		.op = op,
 		.psn = bth_psn(bth),
-		.payload = bth + op->hdr_len,
+		.payload = pkt->payload ? pkt->payload : bth + op->hdr_len,
 		.payload_len = pkt->len - op->hdr_len - URNIC_ICRC_LEN - bth_padcnt(bth),
 	};
 	if (qp->ibv.qp_type == IBV_QPT_UC) {

@@ -37,7 +37,10 @@ struct urnic_rxpkt {
 	uint16_t seg; /* its place in a GRO receive (0: alone, or the first) */
 	bool local;   /* came through a shared-memory ring (net/shm.c): no wire, no ICRC */
 	uint32_t len;
-	uint8_t *data; /* BTH through ICRC */
+	uint8_t *data; /* BTH through ICRC; only the headers when payload is set */
+	/* a ring packet's payload read in place, in the sender's registered pages (net/shm.c);
+	 * NULL: it follows the headers in data */
+	const uint8_t *payload;
 };
 
 /* What a send or receive call did, for the device's counters. */

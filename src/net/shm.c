@@ -46,6 +46,7 @@
 #include "common/clock.h"
 #include "common/dma.h"
 #include "common/stats.h"
+#include "mem/share.h"
 #include "net/shm.h"
 #include "net/shm_layout.h"
 
@@ -74,12 +75,29 @@ struct shm_route {
 	pthread_mutex_t lock;
 };
 
+/* A producer's shared region (mem/share.h), mapped read-only here: payloads by place are read
+ * in it. Unmapped when idle for VIEW_IDLE_NS, or to make room. */
+struct shm_view {
+	int pid;
+	int32_t fd;
+	uint32_t serial;
+	const uint8_t *base; /* NULL: a free entry */
+	size_t size;
+	uint64_t used_ns;
+	uint64_t used_recv; /* the receive that last read through it */
+};
+
+#define VIEW_IDLE_NS 1000000000ull
+
+static void close_view(struct shm_view *v);
+
 /* A ring some peer fills for this device. */
 struct shm_in {
 	/* atomic: the engine thread's watch reads it without progress_lock (see `watching`) */
 	struct shm_ring *_Atomic ring;
 	_Atomic uint64_t key; /* its seals' (shm_layout.h), as read when it was mapped */
 	char name[NAME_LEN]; /* as its control datagram named it */
+	int pid;	     /* its producer's, from the name */
 	uint64_t taken;	 /* bytes handed out by the last urnic_shm_recv */
 	/* held a record no producer of ours writes: read no more (and it holds nothing to wait
 	 * for; set under progress_lock, read by the engine thread's watch and sleep without it) */
@@ -102,6 +120,12 @@ struct urnic_shm {
 	 * reused entry's old ring is unmapped only once it is not */
 	_Atomic int watching;
 	int ctl_fd; /* sends the control datagrams */
+	/* producers' shared pages mapped here, and the headers of the last receive's packets by
+	 * place (their records may change under us): the progress_lock holder's */
+	struct shm_view views[URNIC_SHM_VIEWS];
+	int nplaced;
+	uint8_t placed_hdrs[URNIC_SHM_REFS][URNIC_MAX_HDR_LEN];
+	uint64_t recvs;
 };
 
 static unsigned long netns_id(void)
@@ -268,6 +292,8 @@ void urnic_shm_close(struct urnic_net *net)
 	}
 	for (int i = 0; i < atomic_load(&s->nin); i++)
 		munmap(s->in[i].ring, sizeof(*s->in[i].ring));
+	for (int i = 0; i < URNIC_SHM_VIEWS; i++)
+		close_view(&s->views[i]);
 	pthread_mutex_destroy(&s->routes_lock);
 	free(s);
 	net->shm = NULL;
@@ -493,6 +519,41 @@ static void copy_packet(struct shm_ring *ring, uint64_t at, const struct urnic_t
 	URNIC_DMA_END();
 }
 
+/* A packet of URNIC_SHM_REF_MIN bytes or more whose payload is one piece (headers, payload,
+ * trailer) in a shared region of this process goes by place: ref says where (not copied here;
+ * the consumer copies it once, into its MR). Unless the consumer has said it cannot map our
+ * pages. */
+static bool payload_place(const struct shm_ring *ring, const struct urnic_txpkt *p,
+			  struct urnic_share_ref *ref)
+{
+	return p->len >= URNIC_SHM_REF_MIN && p->iovcnt == 3 &&
+	       !atomic_load_explicit(&ring->places_refused, memory_order_relaxed) &&
+	       urnic_share_find(p->iov[1].iov_base, p->iov[1].iov_len, ref);
+}
+
+static uint32_t place_bytes(const struct urnic_txpkt *p)
+{
+	return (uint32_t)(sizeof(struct shm_place) + p->iov[0].iov_len);
+}
+
+/* Writes packet p, its payload at ref, as the record at stream offset at (not sealed). */
+static void place_packet(struct shm_ring *ring, uint64_t at, const struct urnic_txpkt *p,
+			 uint16_t sport, const struct urnic_share_ref *ref)
+{
+	struct shm_rec *rec = rec_at(ring, at);
+	struct shm_place place = {.off = ref->off,
+				  .serial = ref->serial,
+				  .fd = ref->fd,
+				  .len = (uint32_t)p->iov[1].iov_len,
+				  .hdr_len = (uint16_t)p->iov[0].iov_len};
+
+	rec->len = p->len;
+	rec->sport = sport;
+	rec->pad = REC_BY_PLACE;
+	memcpy(rec->data, &place, sizeof(place));
+	memcpy(rec->data + sizeof(place), p->iov[0].iov_base, p->iov[0].iov_len);
+}
+
 /* Room for a record of need bytes at *head (moved past a wrap record if one is needed, sealed
  * unless it is at first), or false. */
 static bool reserve(struct shm_ring *ring, uint64_t *head, uint64_t tail, uint32_t need,
@@ -536,7 +597,11 @@ static int produce(struct urnic_shm *s, struct shm_route *r, struct urnic_net *n
 	int k = 0;
 
 	for (; k < n; k++) {
-		uint32_t pad = payload_pad(&pkts[k]), need = rec_size(pad, pkts[k].len);
+		struct urnic_share_ref ref;
+		bool placed = payload_place(ring, &pkts[k], &ref);
+		uint32_t pad = placed ? 0 : payload_pad(&pkts[k]);
+		uint32_t need = placed ? rec_size(0, place_bytes(&pkts[k])) : rec_size(pad, pkts[k].len);
+		uint16_t sport = urnic_net_sport(net, pkts[k].sport_idx);
 
 		if (pkts[k].len > URNIC_SHM_PKT_LEN)
 			break;
@@ -545,7 +610,10 @@ static int produce(struct urnic_shm *s, struct shm_route *r, struct urnic_net *n
 			if (!reserve(ring, &head, tail, need, first))
 				break;
 		}
-		copy_packet(ring, head, &pkts[k], urnic_net_sport(net, pkts[k].sport_idx), pad);
+		if (placed)
+			place_packet(ring, head, &pkts[k], sport, &ref);
+		else
+			copy_packet(ring, head, &pkts[k], sport, pad);
 		if (head != first)
 			seal(ring, head);
 		head += need;
@@ -632,6 +700,160 @@ static struct shm_rec *sealed_at(struct shm_ring *ring, uint64_t key, uint64_t a
 	return atomic_load_explicit(&rec->seal, memory_order_acquire) == (at ^ key) ? rec : NULL;
 }
 
+/* ---- payloads by place ---- */
+
+/* the fault injector copies each packet it holds back or doubles, and takes only short ones: a
+ * packet by place is never one of them */
+_Static_assert(URNIC_SHM_REF_MIN > URNIC_RX_BUF_LEN, "a packet by place would be copied");
+
+enum place_outcome {
+	PLACE_OK,     /* the packet is out, its payload in a view */
+	PLACE_SKIP,   /* the producer's pages cannot be read: the packet is lost (counted) */
+	PLACE_BROKEN, /* what no producer of ours writes */
+	PLACE_WAIT,   /* no room for it in this receive: it stays for the next */
+};
+
+/* Maps region place names, of process pid, into v: PLACE_OK, PLACE_SKIP when it is gone (the
+ * fd closed or reused, after its MR was deregistered), PLACE_BROKEN when it is not one of ours
+ * (not a sealed memfd of this user by that name). *refused: it could not be opened at all. */
+static enum place_outcome open_view(struct shm_view *v, int pid, const struct shm_place *place,
+				    bool *refused)
+{
+	char path[64], link[64], want[64];
+	struct stat st;
+	ssize_t n;
+	int fd, seals;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, (int)place->fd);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		*refused = errno != ENOENT;
+		return PLACE_SKIP;
+	}
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	snprintf(want, sizeof(want), "/memfd:" URNIC_SHARE_NAME "%u (deleted)", place->serial);
+	n = readlink(path, link, sizeof(link) - 1);
+	link[n > 0 ? n : 0] = 0;
+	if (strcmp(link, want) != 0) { /* the fd was closed, and the number reused */
+		close(fd);
+		return PLACE_SKIP;
+	}
+	seals = fcntl(fd, F_GET_SEALS);
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || seals < 0 ||
+	    !(seals & F_SEAL_SHRINK)) { /* it could shrink under a mapping: a read would fault */
+		close(fd);
+		return PLACE_BROKEN;
+	}
+	void *base = st.st_size > 0 ? mmap(NULL, (size_t)st.st_size, PROT_READ,
+					   MAP_SHARED | MAP_POPULATE, fd, 0)
+				    : MAP_FAILED;
+
+	close(fd);
+	if (base == MAP_FAILED) {
+		*refused = true;
+		return PLACE_SKIP;
+	}
+	*v = (struct shm_view){.pid = pid, .fd = place->fd, .serial = place->serial, .base = base,
+			       .size = (size_t)st.st_size};
+	return PLACE_OK;
+}
+
+static void close_view(struct shm_view *v)
+{
+	if (v->base)
+		munmap((void *)v->base, v->size);
+	v->base = NULL;
+}
+
+/* The view of the region a place names, mapped now if it was not: an entry not read in this
+ * receive makes room, the least recently used. */
+static enum place_outcome view_of(struct urnic_shm *s, int pid, const struct shm_place *place,
+				  bool *refused, struct shm_view **out)
+{
+	struct shm_view *spare = NULL;
+
+	for (int i = 0; i < URNIC_SHM_VIEWS; i++) {
+		struct shm_view *v = &s->views[i];
+
+		if (v->base && v->pid == pid && v->fd == place->fd && v->serial == place->serial) {
+			*out = v;
+			return PLACE_OK;
+		}
+		if (!v->base)
+			spare = v;
+		else if (v->used_recv != s->recvs && (!spare || (spare->base &&
+								 v->used_ns < spare->used_ns)))
+			spare = v;
+	}
+	if (!spare)
+		return PLACE_WAIT;
+	close_view(spare);
+	*out = spare;
+	return open_view(spare, pid, place, refused);
+}
+
+/* Unmaps the views no receive has read through for VIEW_IDLE_NS: their regions may be gone (a
+ * deregistered MR's memfd lives on while it is mapped here). */
+static void drop_idle_views(struct urnic_shm *s, uint64_t now)
+{
+	for (int i = 0; i < URNIC_SHM_VIEWS; i++)
+		if (s->views[i].base && now - s->views[i].used_ns > VIEW_IDLE_NS)
+			close_view(&s->views[i]);
+}
+
+/* The packet of a record by place: its headers copied out of the ring (the producer could change
+ * them under the checks), its payload where place says, in a view. */
+static enum place_outcome take_placed(struct urnic_net *net, struct shm_in *in,
+				      const struct shm_rec *rec, uint32_t pos, uint32_t len,
+				      struct urnic_rxpkt *out, uint32_t *bytes)
+{
+	struct urnic_shm *s = net->shm;
+	struct shm_place place;
+	struct shm_view *v = NULL;
+	bool refused = false;
+
+	memcpy(&place, rec->data, sizeof(place));
+	if (place.hdr_len < URNIC_BTH_LEN || place.hdr_len > URNIC_MAX_HDR_LEN ||
+	    pos + rec_size(0, sizeof(place) + place.hdr_len) > RING_BYTES)
+		return PLACE_BROKEN;
+	*bytes = rec_size(0, sizeof(place) + place.hdr_len);
+	if (s->nplaced == URNIC_SHM_REFS)
+		return PLACE_WAIT;
+	uint8_t *hdr = s->placed_hdrs[s->nplaced];
+
+	memcpy(hdr, rec->data + sizeof(place), place.hdr_len);
+	/* the packet is its headers, the payload, pad and ICRC, nothing else: its checks (recv.c)
+	 * then find the payload exactly place.len long */
+	if (urnic_op(bth_opcode(hdr))->hdr_len != place.hdr_len ||
+	    len != place.hdr_len + place.len + bth_padcnt(hdr) + URNIC_ICRC_LEN)
+		return PLACE_BROKEN;
+	enum place_outcome o = view_of(s, in->pid, &place, &refused, &v);
+
+	if (refused && !atomic_exchange_explicit(&in->ring->places_refused, 1,
+						 memory_order_relaxed))
+		count(net, URNIC_C_shm_place_refused, 1);
+	if (o == PLACE_SKIP)
+		count(net, URNIC_C_shm_place_stale, 1);
+	if (o != PLACE_OK)
+		return o;
+	if (place.off > v->size || place.len > v->size - place.off)
+		return PLACE_BROKEN;
+	v->used_recv = s->recvs;
+	v->used_ns = urnic_mono_ns();
+	s->nplaced++;
+	*out = (struct urnic_rxpkt){
+		.saddr = in->ring->saddr,
+		.daddr = s->addr,
+		.sport = rec->sport,
+		.local = true,
+		.len = len,
+		.data = hdr,
+		.payload = v->base + place.off,
+	};
+	count(net, URNIC_C_shm_rx_placed, 1);
+	return PLACE_OK;
+}
+
 /* The records of one ring, from its tail up to max packets; returns how many. */
 static int consume(struct urnic_net *net, struct shm_in *in, struct urnic_rxpkt *out, int max)
 {
@@ -641,13 +863,14 @@ static int consume(struct urnic_net *net, struct shm_in *in, struct urnic_rxpkt 
 	uint64_t tail = atomic_load_explicit(&ring->tail, memory_order_relaxed), at = tail;
 	struct shm_rec *rec;
 	int got = 0;
+	uint64_t placed_bytes = 0; /* payloads by place count towards the receive's share */
 
 	/* the line after the next record's on its way with it: a request that carries an ACK is
 	 * two records, and the second one's line, read after the first, was a second cross-CPU
 	 * transfer in a row */
 	__builtin_prefetch(ring->data + (at + REC_ALIGN) % RING_BYTES);
 	while (!atomic_load_explicit(&in->broken, memory_order_relaxed) && got < max &&
-	       at - tail < URNIC_SHM_RX_BYTES && (rec = sealed_at(ring, key, at))) {
+	       at - tail + placed_bytes < URNIC_SHM_RX_BYTES && (rec = sealed_at(ring, key, at))) {
 		uint32_t pos = (uint32_t)(at % RING_BYTES);
 		uint32_t len = atomic_load_explicit((_Atomic uint32_t *)&rec->len,
 						    memory_order_relaxed);
@@ -656,6 +879,19 @@ static int consume(struct urnic_net *net, struct shm_in *in, struct urnic_rxpkt 
 
 		if (len == REC_WRAP && pos != 0) {
 			at += RING_BYTES - pos; /* the rest of the ring is padding */
+			continue;
+		}
+		if (pad == REC_BY_PLACE && len <= URNIC_SHM_PKT_LEN) {
+			uint32_t bytes = 0;
+			enum place_outcome o = take_placed(net, in, rec, pos, len, &out[got], &bytes);
+
+			if (o == PLACE_BROKEN)
+				mark_broken(net, in);
+			if (o == PLACE_BROKEN || o == PLACE_WAIT)
+				break;
+			got += o == PLACE_OK;
+			placed_bytes += len;
+			at += bytes;
 			continue;
 		}
 		/* what no producer of ours writes: a record too long for any packet, padded a line
@@ -685,6 +921,9 @@ int urnic_shm_recv(struct urnic_net *net, struct urnic_rxpkt *out, int max)
 	struct urnic_shm *s = net->shm;
 	int nin = atomic_load_explicit(&s->nin, memory_order_acquire), got = 0;
 
+	s->nplaced = 0; /* the last receive's packets are done with */
+	if ((++s->recvs & 4095) == 0)
+		drop_idle_views(s, urnic_mono_ns());
 	for (int i = 0; i < nin && got < max; i++)
 		got += consume(net, &s->in[i], out + got, max - got);
 	return got;
@@ -710,13 +949,13 @@ void urnic_shm_release(struct urnic_net *net)
 }
 
 /* The ring a control datagram names, if it is one for us from saddr: mapped, or NULL. */
-static struct shm_ring *map_ring(struct urnic_shm *s, const char *name, uint32_t saddr)
+static struct shm_ring *map_ring(struct urnic_shm *s, const char *name, uint32_t saddr, int *pid)
 {
 	unsigned long netns;
 	unsigned src, dst;
-	int pid, end = 0;
+	int end = 0;
 
-	if (sscanf(name, "/urnic-ring-%lu-%8x-%8x-%d%n", &netns, &src, &dst, &pid, &end) != 4 ||
+	if (sscanf(name, "/urnic-ring-%lu-%8x-%8x-%d%n", &netns, &src, &dst, pid, &end) != 4 ||
 	    name[end] != 0 || netns != s->netns || htonl(src) != saddr || htonl(dst) != s->addr)
 		return NULL;
 	struct shm_ring *ring = map_owned(name, O_RDWR, sizeof(*ring));
@@ -759,7 +998,8 @@ bool urnic_shm_control(struct urnic_net *net, const uint8_t *data, uint32_t len,
 		if (strcmp(s->in[i].name, name) == 0)
 			return true; /* a doorbell: the engine is awake now */
 	int slot = nin < URNIC_SHM_PEERS ? nin : dead_slot(s);
-	struct shm_ring *ring = slot >= 0 ? map_ring(s, name, saddr) : NULL;
+	int pid = 0;
+	struct shm_ring *ring = slot >= 0 ? map_ring(s, name, saddr, &pid) : NULL;
 
 	if (!ring)
 		return true;
@@ -769,6 +1009,7 @@ bool urnic_shm_control(struct urnic_net *net, const uint8_t *data, uint32_t len,
 	atomic_store(&s->in[slot].key, ring->key);
 	s->in[slot].taken = 0;
 	memcpy(s->in[slot].name, name, sizeof(name));
+	s->in[slot].pid = pid;
 	atomic_store(&s->in[slot].ring, ring);
 	if (old) { /* the watch may still hold the old pointer: wait until it is out (ns) */
 		while (atomic_load(&s->watching))

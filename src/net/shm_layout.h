@@ -10,8 +10,8 @@
 #define INBOX_MAGIC 0x75726e6963696e62ull /* "urnicinb" */
 #define RING_MAGIC 0x75726e696372696eull  /* "urnicrin" */
 /* 2: packets of up to URNIC_SHM_MTU between ring peers; 3: records published by their seal;
- * 4: a record's packet may start past a pad */
-#define SHM_VERSION 4
+ * 4: a record's packet may start past a pad; 5: payloads by place (struct shm_place) */
+#define SHM_VERSION 5
 #define RING_BYTES (4u << 20)
 #define REC_ALIGN 64u
 #define REC_WRAP 0xffffffffu /* the rest of the ring is padding: go on at its start */
@@ -42,6 +42,23 @@ struct shm_rec {
 	uint8_t data[];
 };
 
+/* A record's pad of REC_BY_PLACE: its packet's payload is not in the ring but in the producer's
+ * shared pages (mem/share.h), and the record holds a struct shm_place, then the packet's headers
+ * (no pad bytes, no ICRC: a ring packet has no use for them). len stays the whole packet's. */
+#define REC_BY_PLACE 0xffffu
+
+/* Where a payload by place is: len bytes at off in the producer's memfd, open as its fd fd,
+ * named URNIC_SHARE_NAME followed by serial (the consumer checks the name: an fd number is
+ * reused, a serial is not). */
+struct shm_place {
+	uint64_t off;
+	uint32_t serial;
+	int32_t fd;
+	uint32_t len;
+	uint16_t hdr_len;
+	uint16_t reserved;
+};
+
 struct shm_ring {
 	uint64_t magic;
 	uint32_t version, bytes;
@@ -50,6 +67,8 @@ struct shm_ring {
 	uint64_t key; /* the seals' (struct shm_rec), chosen by the producer, never 0 */
 	_Alignas(64) _Atomic uint64_t head; /* bytes filled, ever (producer) */
 	_Alignas(64) _Atomic uint64_t tail; /* bytes given back, ever (consumer) */
+	/* the consumer cannot map the producer's pages (consumer): payloads go in the ring */
+	_Atomic uint32_t places_refused;
 	_Alignas(64) uint8_t data[RING_BYTES];
 };
 

@@ -128,6 +128,7 @@ int main(void)
 	struct rc_opts o = rc_defaults("rc_shm_full_read");
 
 	setenv("URNIC_TEST_PATH", "shm", 1);
+	setenv("URNIC_SHM_MR", "0", 1); /* payloads in the ring, to fill it (not by place) */
 	o.nqp = NQP;
 	o.buf_size = (size_t)NQP * LEN + RC_GUARD;
 	return rc_run(&o, server, client);

@@ -1,6 +1,7 @@
 /* test_shm_hostile: a ring producer that writes what no urnic producer writes (a record longer
- * than any packet, a record across the ring's end, a wrap record at the ring's start, each
- * sealed for its place) loses its ring: the consumer reads nothing of it, and nothing beyond
+ * than any packet, a record across the ring's end, a wrap record at the ring's start, a payload
+ * by place whose headers or length disagree with its record or that lies past its region's end,
+ * or in a memfd that could shrink, each sealed for its place) loses its ring: the consumer reads nothing of it, and nothing beyond
  * it, counts it once in shm_ring_broken, and neither busy-waits on it nor refuses to sleep
  * because of what is left in it. Each producer is a urnic device of this process whose ring the test then scribbles on
  * through /dev/shm, as a hostile process of this user could. */
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/stats.h"
+#include "mem/share.h"
 #include "net/net.h"
 #include "net/shm.h"
 #include "net/shm_layout.h"
@@ -170,6 +172,117 @@ static void wrap_at_start(struct shm_ring *ring)
 	atomic_store(&ring->tail, at);
 }
 
+/* ---- payloads by place ---- */
+
+#define REGION_LEN (64u << 10)
+#define OP_SEND_ONLY 0x04	 /* RC SEND only: a BTH, 12 bytes */
+#define OP_WRITE_FIRST 0x06 /* RC RDMA WRITE first: BTH and RETH, 28 bytes */
+
+static uint8_t *region; /* this process's shared pages, for records by place */
+static struct urnic_share_ref region_ref;
+
+/* Seals at the tail a record by place: a BTH of opcode as its headers (hdr_len bytes), len as
+ * the packet's length, the payload where place says. */
+static void sealed_place(struct shm_ring *ring, uint8_t opcode, uint16_t hdr_len, uint32_t len,
+			 struct shm_place place)
+{
+	uint64_t at = atomic_load(&ring->tail);
+	struct shm_rec *rec = (struct shm_rec *)(ring->data + at % RING_BYTES);
+	uint8_t hdr[64] = {opcode};
+
+	place.hdr_len = hdr_len;
+	rec->len = len;
+	rec->pad = REC_BY_PLACE;
+	memcpy(rec->data, &place, sizeof(place));
+	memcpy(rec->data + sizeof(place), hdr, hdr_len);
+	atomic_store(&rec->seal, at ^ ring->key);
+}
+
+static struct shm_place in_region(uint64_t off, uint32_t len)
+{
+	return (struct shm_place){.off = off, .serial = region_ref.serial, .fd = region_ref.fd,
+				  .len = len};
+}
+
+/* Headers of 12 bytes where the opcode's are 28. */
+static void place_short_headers(struct shm_ring *ring)
+{
+	sealed_place(ring, OP_WRITE_FIRST, 12, 12 + 4096 + 4, in_region(0, 4096));
+}
+
+/* A packet length that is not headers, payload and ICRC. */
+static void place_wrong_length(struct shm_ring *ring)
+{
+	sealed_place(ring, OP_SEND_ONLY, 12, 12 + 4096 + 4 + 64, in_region(0, 4096));
+}
+
+/* A payload that runs past its region's end. */
+static void place_past_region(struct shm_ring *ring)
+{
+	sealed_place(ring, OP_SEND_ONLY, 12, 12 + 8192 + 4, in_region(REGION_LEN - 4096, 8192));
+}
+
+/* A memfd by the right name that could shrink under the consumer's mapping. */
+static void place_unsealed(struct shm_ring *ring)
+{
+	static int fd = -1;
+
+	if (fd < 0) {
+		fd = memfd_create(URNIC_SHARE_NAME "999999", MFD_CLOEXEC);
+		CHECK(fd >= 0 && ftruncate(fd, REGION_LEN) == 0, "an unsealed memfd");
+	}
+	sealed_place(ring, OP_SEND_ONLY, 12, 12 + 4096 + 4,
+		     (struct shm_place){.serial = 999999, .fd = fd, .len = 4096});
+}
+
+/* A record by place whose region is gone (no such fd, then a live fd of another serial): the
+ * packet is lost and counted, the ring is not broken, and a good record by place arrives with
+ * its payload read in the producer's pages. */
+static void case_places(struct urnic_net *a, const char *src)
+{
+	struct urnic_net b;
+	uint64_t counters[URNIC_C_COUNT];
+	struct shm_place gone[2] = {in_region(0, 4096), in_region(0, 4096)};
+	int n;
+
+	gone[0].fd = 1000;
+	gone[1].serial++;
+	CHECK(urnic_net_open(&b, addr_of(src)) == 0, "open a producer at %s", src);
+	send_one(&b, a->addr, "first, fine");
+	CHECK(receive(a, "first, fine", 2000, &n), "places: a good packet did not arrive");
+	struct shm_ring *ring = map_ring_of(b.addr, a->addr);
+
+	for (int i = 0; i < 2; i++) {
+		sealed_place(ring, OP_SEND_ONLY, 12, 12 + 4096 + 4, gone[i]);
+		CHECK(!receive(a, "", 50, &n) && n == 0, "a payload in a region gone was read");
+	}
+	urnic_stats_fold(&stats, counters);
+	CHECK(counters[URNIC_C_shm_place_stale] == 2, "drop_shm_place_stale %llu, want 2",
+	      (unsigned long long)counters[URNIC_C_shm_place_stale]);
+	sealed_place(ring, OP_SEND_ONLY, 12, 12 + 40000 + 4, in_region(96, 40000));
+	struct urnic_net_tally t = {0};
+	int got = 0;
+
+	for (int i = 0; i < 2000 && !got; i++) {
+		got = urnic_net_recv(a, a->rx_pkts, &t, 0);
+		if (!got)
+			usleep(1000);
+	}
+	const struct urnic_rxpkt *p = &a->rx_pkts[0];
+
+	CHECK(got == 1 && p->local && p->len == 12 + 40000 + 4 && p->data[0] == OP_SEND_ONLY,
+	      "the good record by place: %d packets", got);
+	CHECK(p->payload && memcmp(p->payload, region + 96, 40000) == 0,
+	      "its payload is not the producer's bytes");
+	urnic_net_recv_done(a);
+	urnic_stats_fold(&stats, counters);
+	CHECK(counters[URNIC_C_shm_rx_placed] == 1 && counters[URNIC_C_shm_ring_broken] == 0,
+	      "in place %llu, broken %llu", (unsigned long long)counters[URNIC_C_shm_rx_placed],
+	      (unsigned long long)counters[URNIC_C_shm_ring_broken]);
+	munmap(ring, sizeof(*ring));
+	urnic_net_close(&b);
+}
+
 int main(void)
 {
 	struct urnic_net a;
@@ -177,11 +290,25 @@ int main(void)
 	setenv("URNIC_SHM", "1", 1);
 	CHECK(urnic_net_open(&a, addr_of("127.88.1.1")) == 0, "open the consumer");
 	a.stats = &stats;
+	region = mmap(NULL, REGION_LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	for (unsigned i = 0; i < REGION_LEN; i++)
+		region[i] = (uint8_t)(i * 13 + 1);
+	CHECK(urnic_share_get(region, REGION_LEN) &&
+		      urnic_share_find(region, REGION_LEN, &region_ref),
+	      "share this process's pages");
+	case_places(&a, "127.88.1.10");
 	case_broken(&a, "127.88.1.2", "a record longer than any packet", too_long, 1);
 	case_broken(&a, "127.88.1.3", "a record across the ring's end", across_end, 2);
 	case_broken(&a, "127.88.1.4", "a wrap record at the ring's start", wrap_at_start, 3);
 	case_broken(&a, "127.88.1.5", "a pad of a whole line", pad_too_long, 4);
 	case_broken(&a, "127.88.1.6", "a pad that runs across the ring's end", pad_across_end, 5);
+	case_broken(&a, "127.88.1.7", "headers by place shorter than the opcode's",
+		    place_short_headers, 6);
+	case_broken(&a, "127.88.1.8", "a packet by place of the wrong length", place_wrong_length,
+		    7);
+	case_broken(&a, "127.88.1.9", "a payload by place past its region", place_past_region, 8);
+	case_broken(&a, "127.88.1.11", "a payload by place in a memfd that can shrink",
+		    place_unsealed, 9);
 	urnic_net_close(&a);
 	return 0;
 }
