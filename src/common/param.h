@@ -65,6 +65,8 @@
  * whole pages. */
 #define URNIC_SHM_REF_MIN 32768u
 #define URNIC_SHARE_REGIONS 256 /* shared regions in one process */
+/* and the most bytes one may hold: moving pages needs a copy of them for a moment */
+#define URNIC_SHARE_MAX_BYTES (1ull << 30)
 #define URNIC_SHM_VIEWS 16	/* peers' regions one device keeps mapped */
 #define URNIC_SHM_REFS 64	/* packets by place in one receive */
 #define URNIC_RX_SLOT_LEN 65536 /* a receive buffer: one datagram, coalesced or not */

@@ -8,7 +8,8 @@
  * copies the payload once, straight into its own MR (net/shm.c).
  *
  * Only private anonymous memory moves (malloc's and mmap's, not files, not shared memory, not the
- * stack, not huge pages). MRs over the same pages share one region; an MR whose pages overlap a
+ * stack, not huge pages), and at most URNIC_SHARE_MAX_BYTES of it per MR (the pages are doubled
+ * while they are copied). MRs over the same pages share one region; an MR whose pages overlap a
  * region only in part keeps its memory as it is (its packets carry their payload, as before).
  * When the last MR over a region is deregistered, the region's pages become private memory again,
  * with the bytes they hold, so memory that was once registered is ordinary memory afterwards. A
@@ -221,7 +222,8 @@ uint32_t urnic_share_get(void *addr, size_t len)
 	uint32_t serial = 0;
 	int i;
 
-	if (!enabled() || hi <= lo || hi - lo < URNIC_SHM_REF_MIN)
+	if (!enabled() || hi <= lo || hi - lo < URNIC_SHM_REF_MIN ||
+	    hi - lo > URNIC_SHARE_MAX_BYTES)
 		return 0;
 	pthread_once(&forks_watched, watch_forks);
 	pthread_rwlock_wrlock(&lock);

@@ -4,7 +4,7 @@
  * - pages of private anonymous memory are shared, bytes kept, and found by address;
  * - an MR not page aligned shares only the pages wholly inside it;
  * - a second MR over the same pages shares the region, one overlapping it in part does not;
- * - too small, file-backed, shared, or switched off (URNIC_SHM_MR=0): left as they are;
+ * - too small, too large, file-backed, shared, or switched off (URNIC_SHM_MR=0): left alone;
  * - the last put makes the pages private again, bytes kept;
  * - a fork's child gets private pages: neither side sees the other's writes. */
 #include <fcntl.h>
@@ -132,6 +132,12 @@ static void left_alone(void)
 	if (fd >= 0 && ftruncate(fd, SIZE) == 0)
 		file = mmap(NULL, SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
 	EXPECT(urnic_share_get(small, URNIC_SHM_REF_MIN - PAGE) == 0, "a small MR shared");
+	/* never touched, so never copied: the size check comes first */
+	size_t huge_len = URNIC_SHARE_MAX_BYTES + 2 * PAGE;
+	uint8_t *huge = mmap(NULL, huge_len, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	EXPECT(huge != MAP_FAILED && urnic_share_get(huge, huge_len) == 0, "an MR over the cap");
 	EXPECT(shared != MAP_FAILED && urnic_share_get(shared, SIZE) == 0, "shared memory moved");
 	EXPECT(file != MAP_FAILED && urnic_share_get(file, SIZE) == 0, "a file mapping moved");
 	setenv("URNIC_SHM_MR", "0", 1);
