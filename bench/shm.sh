@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # shm.sh - urnic's intra-host path (shared-memory rings, URNIC_SHM=1) under unmodified perftest,
+# 1 MiB payloads read in place (one copy) and, with URNIC_SHM_MR=0, carried in the ring (two),
 # side by side with UCX's shared-memory transports (UCX_TLS=posix,cma) and single-thread memcpy,
 # on this machine, in one run: the figures and targets of the intra-host issue.
 #
@@ -49,11 +50,13 @@ record() { printf '%s\t%s\n' "$1" "${2:-FAILED}" >>"$RAW"; }
 
 # 5000 messages, as UCX's put_bw and tag_bw below (which also warm up first): at 2000, the
 # figures before 2026-12-06 21:50, the start of a run weighed more in urnic's figure than in UCX's
-urnic_bw() { # TOOL SIZE -> GB/s
-	local a=(-d urnic0 -x 0 -F -s "$2" -n 5000 -p "$PORT")
-	run "$1" env URNIC_SHM=1 "$URNIC" exec -- "$1" "${a[@]}" :: \
-		env URNIC_SHM=1 "$URNIC" exec -- "$1" "${a[@]}" localhost
-	record "urnic_${1#ib_}_$2" "$(awk '$1 == '"$2"' && NF >= 5 { print $4 * 1048576 / 1e9 }' "$LOG" | tail -1)"
+# MR=0: with URNIC_SHM_MR=0, payloads in the ring (two copies) instead of read in place (one)
+urnic_bw() { # TOOL SIZE [MR] -> GB/s
+	local a=(-d urnic0 -x 0 -F -s "$2" -n 5000 -p "$PORT") mr=${3:-1} key="urnic_${1#ib_}_$2"
+	[ "$mr" = 0 ] && key=${key}_in_ring
+	run "$1" env URNIC_SHM=1 URNIC_SHM_MR="$mr" "$URNIC" exec -- "$1" "${a[@]}" :: \
+		env URNIC_SHM=1 URNIC_SHM_MR="$mr" "$URNIC" exec -- "$1" "${a[@]}" localhost
+	record "$key" "$(awk '$1 == '"$2"' && NF >= 5 { print $4 * 1048576 / 1e9 }' "$LOG" | tail -1)"
 }
 urnic_lat() { # TOOL SIZE -> us (typical and average)
 	local a=(-d urnic0 -x 0 -F -s "$2" -n 20000 -p "$PORT")
@@ -86,7 +89,9 @@ for rep in $(seq "$REPS"); do
 	urnic_bw ib_read_bw 1048576
 	ucx tag_bw 1048576 5000
 	memcpy_point 1048576
+	urnic_bw ib_write_bw 1048576 0
 	ring_model
+	urnic_bw ib_read_bw 1048576 0
 	urnic_lat ib_write_lat 8
 	ucx ucp_am_lat 8 200000
 	urnic_lat ib_send_lat 8
@@ -99,6 +104,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 > 0) printf "%.2f", a / b; 
 W=$(median urnic_write_bw_1048576) R=$(median urnic_read_bw_1048576)
 P=$(median ucx_ucp_put_bw_1048576) T=$(median ucx_tag_bw_1048576) M=$(median memcpy_1048576)
 RM=$(median ring_model)
+WI=$(median urnic_write_bw_1048576_in_ring) RI=$(median urnic_read_bw_1048576_in_ring)
 WL=$(median urnic_write_lat_8) SL=$(median urnic_send_lat_8)
 AL=$(median ucx_ucp_am_lat_8) PL=$(median ucx_ucp_put_lat_8)
 WLA=$(median urnic_write_lat_avg_8) SLA=$(median urnic_send_lat_avg_8)
@@ -107,6 +113,7 @@ ALA=$(median ucx_ucp_am_lat_avg_8) PLA=$(median ucx_ucp_put_lat_avg_8)
 	echo "== urnic intra-host path vs UCX posix,cma and memcpy ($(date -u +%FT%TZ), REPS=$REPS, out: $OUT)"
 	printf '%-28s %10s\n' "urnic WRITE 1 MiB (GB/s)" "$W" "urnic READ 1 MiB (GB/s)" "$R" \
 		"UCX put_bw 1 MiB (GB/s)" "$P" "UCX tag_bw 1 MiB (GB/s)" "$T" "memcpy 1 MiB (GB/s)" "$M" \
+		"urnic WRITE, in the ring" "$WI" "urnic READ, in the ring" "$RI" \
 		"two-copy ring model (GB/s)" "$RM" \
 		"urnic write_lat 8 B (us)" "$WL" "urnic send_lat 8 B (us)" "$SL" \
 		"UCX am_lat 8 B (us)" "$AL" "UCX put_lat 8 B (us)" "$PL" \
@@ -117,7 +124,8 @@ ALA=$(median ucx_ucp_am_lat_avg_8) PLA=$(median ucx_ucp_put_lat_avg_8)
 	echo "  READ  >= 0.7 x memcpy:   $(ratio "$R" "$M") x memcpy"
 	echo "  WRITE >= UCX put_bw:     $(ratio "$W" "$P") x"
 	echo "  READ  >= UCX put_bw:     $(ratio "$R" "$P") x"
-	echo "  (WRITE and READ of the two-copy ring model: $(ratio "$W" "$RM") x and $(ratio "$R" "$RM") x; the model $(ratio "$RM" "$M") x memcpy)"
+	echo "  (payloads read in place against in the ring, URNIC_SHM_MR=0: WRITE $(ratio "$W" "$WI") x, READ $(ratio "$R" "$RI") x)"
+	echo "  (in the ring against the two-copy ring model: WRITE $(ratio "$WI" "$RM") x, READ $(ratio "$RI" "$RM") x; the model $(ratio "$RM" "$M") x memcpy)"
 	echo "  8 B send_lat <= 1.5 x UCX am_lat:  $(ratio "$SL" "$AL") x typical, $(ratio "$SLA" "$ALA") x average"
 	echo "  8 B write_lat <= 1.5 x UCX am_lat: $(ratio "$WL" "$AL") x typical, $(ratio "$WLA" "$ALA") x average"
 	echo "urnic $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null); $(nproc) cpus; load $(cut -d' ' -f1-3 /proc/loadavg)"
