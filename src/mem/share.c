@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common/dma.h"
@@ -132,19 +133,22 @@ static int make_memfd(uint32_t serial, size_t size)
 }
 
 /* Puts in place of [base, base+size) a new mapping holding the bytes it holds: of memfd fd, or
- * private anonymous memory with fd -1. */
+ * private anonymous memory with fd -1. By system call, not through libc's mmap and mremap:
+ * libraries that hook those to drop their registration caches (UCX's ucm) would take the move
+ * for the application's unmapping of memory it is registering. */
 static bool replace(uint8_t *base, size_t size, int fd)
 {
 	int flags = fd >= 0 ? MAP_SHARED : MAP_PRIVATE | MAP_ANONYMOUS;
-	void *fresh = mmap(NULL, size, PROT_READ | PROT_WRITE, flags, fd, 0);
+	void *fresh = (void *)syscall(SYS_mmap, NULL, size, PROT_READ | PROT_WRITE, flags, fd, 0);
 
 	if (fresh == MAP_FAILED)
 		return false;
 	URNIC_DMA_BEGIN(); /* the application's memory */
 	memcpy(fresh, base, size);
 	URNIC_DMA_END();
-	if (mremap(fresh, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, base) == MAP_FAILED) {
-		munmap(fresh, size);
+	if ((void *)syscall(SYS_mremap, fresh, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, base) ==
+	    MAP_FAILED) {
+		syscall(SYS_munmap, fresh, size);
 		return false;
 	}
 	return true;

@@ -83,10 +83,10 @@ struct shm_view {
 	uint32_t serial;
 	const uint8_t *base; /* NULL: a free entry */
 	size_t size;
-	uint64_t used_ns;
 	uint64_t used_recv; /* the receive that last read through it */
 };
 
+/* a view no receive read through between two looks at least this far apart goes */
 #define VIEW_IDLE_NS 1000000000ull
 
 static void close_view(struct shm_view *v);
@@ -126,6 +126,7 @@ struct urnic_shm {
 	int nplaced;
 	uint8_t placed_hdrs[URNIC_SHM_REFS][URNIC_MAX_HDR_LEN];
 	uint64_t recvs;
+	uint64_t views_seen_ns, views_seen_recv; /* the last look for idle views */
 };
 
 static unsigned long netns_id(void)
@@ -781,8 +782,8 @@ static enum place_outcome view_of(struct urnic_shm *s, int pid, const struct shm
 		}
 		if (!v->base)
 			spare = v;
-		else if (v->used_recv != s->recvs && (!spare || (spare->base &&
-								 v->used_ns < spare->used_ns)))
+		else if (v->used_recv != s->recvs &&
+			 (!spare || (spare->base && v->used_recv < spare->used_recv)))
 			spare = v;
 	}
 	if (!spare)
@@ -792,13 +793,17 @@ static enum place_outcome view_of(struct urnic_shm *s, int pid, const struct shm
 	return open_view(spare, pid, place, refused);
 }
 
-/* Unmaps the views no receive has read through for VIEW_IDLE_NS: their regions may be gone (a
- * deregistered MR's memfd lives on while it is mapped here). */
+/* Unmaps the views no receive has read through since the last look, VIEW_IDLE_NS or more ago:
+ * their regions may be gone (a deregistered MR's memfd lives on while it is mapped here). */
 static void drop_idle_views(struct urnic_shm *s, uint64_t now)
 {
+	if (now - s->views_seen_ns < VIEW_IDLE_NS)
+		return;
 	for (int i = 0; i < URNIC_SHM_VIEWS; i++)
-		if (s->views[i].base && now - s->views[i].used_ns > VIEW_IDLE_NS)
+		if (s->views[i].base && s->views[i].used_recv <= s->views_seen_recv)
 			close_view(&s->views[i]);
+	s->views_seen_ns = now;
+	s->views_seen_recv = s->recvs;
 }
 
 /* The packet of a record by place: its headers copied out of the ring (the producer could change
@@ -839,7 +844,6 @@ static enum place_outcome take_placed(struct urnic_net *net, struct shm_in *in,
 	if (place.off > v->size || place.len > v->size - place.off)
 		return PLACE_BROKEN;
 	v->used_recv = s->recvs;
-	v->used_ns = urnic_mono_ns();
 	s->nplaced++;
 	*out = (struct urnic_rxpkt){
 		.saddr = in->ring->saddr,
