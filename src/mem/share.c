@@ -170,8 +170,8 @@ static uint32_t share(uintptr_t lo, uintptr_t hi)
 		close(fd);
 		return 0;
 	}
-	regions[nregions++] =
-		(struct region){.base = (uint8_t *)lo, .size = size, .fd = fd, .serial = serial, .mrs = 1};
+	regions[nregions++] = (struct region){
+		.base = (uint8_t *)lo, .size = size, .fd = fd, .serial = serial, .mrs = 1};
 	return serial;
 }
 

@@ -601,7 +601,8 @@ static int produce(struct urnic_shm *s, struct shm_route *r, struct urnic_net *n
 		struct urnic_share_ref ref;
 		bool placed = payload_place(ring, &pkts[k], &ref);
 		uint32_t pad = placed ? 0 : payload_pad(&pkts[k]);
-		uint32_t need = placed ? rec_size(0, place_bytes(&pkts[k])) : rec_size(pad, pkts[k].len);
+		uint32_t need = placed ? rec_size(0, place_bytes(&pkts[k]))
+				       : rec_size(pad, pkts[k].len);
 		uint16_t sport = urnic_net_sport(net, pkts[k].sport_idx);
 
 		if (pkts[k].len > URNIC_SHM_PKT_LEN)
@@ -887,7 +888,8 @@ static int consume(struct urnic_net *net, struct shm_in *in, struct urnic_rxpkt 
 		}
 		if (pad == REC_BY_PLACE && len <= URNIC_SHM_PKT_LEN) {
 			uint32_t bytes = 0;
-			enum place_outcome o = take_placed(net, in, rec, pos, len, &out[got], &bytes);
+			enum place_outcome o =
+				take_placed(net, in, rec, pos, len, &out[got], &bytes);
 
 			if (o == PLACE_BROKEN)
 				mark_broken(net, in);

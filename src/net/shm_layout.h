@@ -65,10 +65,12 @@ struct shm_ring {
 	uint32_t saddr, daddr; /* network order */
 	int32_t pid;
 	uint64_t key; /* the seals' (struct shm_rec), chosen by the producer, never 0 */
+	/* the consumer cannot map the producer's pages (written once, by the consumer): payloads go
+	 * in the ring. On the header's read-mostly line: the producer reads it for every large
+	 * packet, and the tail's line changes with every batch. */
+	_Atomic uint32_t places_refused;
 	_Alignas(64) _Atomic uint64_t head; /* bytes filled, ever (producer) */
 	_Alignas(64) _Atomic uint64_t tail; /* bytes given back, ever (consumer) */
-	/* the consumer cannot map the producer's pages (consumer): payloads go in the ring */
-	_Atomic uint32_t places_refused;
 	_Alignas(64) uint8_t data[RING_BYTES];
 };
 

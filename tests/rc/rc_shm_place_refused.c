@@ -97,7 +97,8 @@ int main(void)
 	if (geteuid() == 0) {
 		/* no config file to read as nobody (root's home is not readable) */
 		setenv("URNIC_CONFIG", "/nonexistent/urnic.conf", 1);
-		if (setresgid(NOBODY, NOBODY, NOBODY) != 0 || setresuid(NOBODY, NOBODY, NOBODY) != 0)
+		if (setresgid(NOBODY, NOBODY, NOBODY) != 0 ||
+		    setresuid(NOBODY, NOBODY, NOBODY) != 0)
 			return RC_SKIP;
 	}
 	o.buf_size = 4 * RC_MIB;

@@ -124,7 +124,8 @@ static void second_mr_joins_overlap_does_not(void)
 static void left_alone(void)
 {
 	uint8_t *small = fresh(URNIC_SHM_REF_MIN - PAGE);
-	uint8_t *shared = mmap(NULL, SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	uint8_t *shared =
+		mmap(NULL, SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	char name[] = "/tmp/test_share_XXXXXX";
 	int fd = mkstemp(name);
 	uint8_t *file = MAP_FAILED;

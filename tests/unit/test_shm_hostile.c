@@ -1,10 +1,12 @@
 /* test_shm_hostile: a ring producer that writes what no urnic producer writes (a record longer
  * than any packet, a record across the ring's end, a wrap record at the ring's start, a payload
  * by place whose headers or length disagree with its record or that lies past its region's end,
- * or in a memfd that could shrink, each sealed for its place) loses its ring: the consumer reads nothing of it, and nothing beyond
- * it, counts it once in shm_ring_broken, and neither busy-waits on it nor refuses to sleep
- * because of what is left in it. Each producer is a urnic device of this process whose ring the test then scribbles on
- * through /dev/shm, as a hostile process of this user could. */
+ * or in a memfd that could shrink, each sealed for its place) loses its ring: the consumer reads
+ * nothing of it, and nothing beyond it, counts it once in shm_ring_broken, and neither
+ * busy-waits on it nor refuses to sleep because of what is left in it. A record by place whose
+ * region is gone is a counted drop, not a broken ring; a good one arrives with its payload read
+ * in the producer's pages. Each producer is a urnic device of this process whose ring the test
+ * then scribbles on through /dev/shm, as a hostile process of this user could. */
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <stdio.h>
