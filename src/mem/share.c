@@ -40,6 +40,9 @@ struct region {
 	int fd;
 	uint32_t serial;
 	unsigned mrs; /* MRs over it */
+	/* its pages are no longer the memfd's (unmapped by the application, its MRs left): found
+	 * by no lookup, kept until those MRs are deregistered */
+	bool gone;
 };
 
 /* finds read it; get, put and fork write it */
@@ -175,15 +178,21 @@ static uint32_t share(uintptr_t lo, uintptr_t hi)
 	return serial;
 }
 
-/* Makes r's pages private memory again, if they are still its memfd's (the application may have
- * unmapped them, and something else taken their place), and lets go of the memfd: peers that
- * map it keep the bytes it held. */
-static void release_pages(struct region *r)
+/* Whether r's pages are still its memfd's: the application may have unmapped them (freed the
+ * memory, its MRs left registered), and something else taken their place. */
+static bool still_mapped(const struct region *r)
 {
 	char path[64];
 
 	memfd_path(path, sizeof(path), r->serial);
-	if (mapped_as((uintptr_t)r->base, (uintptr_t)r->base + r->size, this_memfd, path))
+	return mapped_as((uintptr_t)r->base, (uintptr_t)r->base + r->size, this_memfd, path);
+}
+
+/* Makes r's pages private memory again, if they are still its memfd's, and lets go of the
+ * memfd: peers that map it keep the bytes it held. */
+static void release_pages(struct region *r)
+{
+	if (!r->gone && still_mapped(r))
 		replace(r->base, r->size, -1);
 	close(r->fd);
 }
@@ -234,8 +243,11 @@ uint32_t urnic_share_get(void *addr, size_t len)
 	for (i = 0; i < nregions; i++) {
 		uintptr_t b = (uintptr_t)regions[i].base, e = b + regions[i].size;
 
-		if (lo < e && hi > b)
+		if (regions[i].gone || lo >= e || hi <= b)
+			continue;
+		if (still_mapped(&regions[i]))
 			break;
+		regions[i].gone = true; /* new memory where it was: the new MR's own */
 	}
 	if (i == nregions) {
 		serial = share(lo, hi);
@@ -274,7 +286,8 @@ bool urnic_share_find(const void *p, size_t len, struct urnic_share_ref *ref)
 	for (int i = 0; i < nregions && !found; i++) {
 		uintptr_t b = (uintptr_t)regions[i].base;
 
-		if (a >= b && len <= regions[i].size && a - b <= regions[i].size - len) {
+		if (!regions[i].gone && a >= b && len <= regions[i].size &&
+		    a - b <= regions[i].size - len) {
 			*ref = (struct urnic_share_ref){
 				.off = a - b, .serial = regions[i].serial, .fd = regions[i].fd};
 			found = true;

@@ -6,6 +6,7 @@
  * - a second MR over the same pages shares the region, one overlapping it in part does not;
  * - too small, too large, file-backed, shared, or switched off (URNIC_SHM_MR=0): left alone;
  * - the last put makes the pages private again, bytes kept;
+ * - memory mapped where a region's pages were (its MR left registered) is not the region's;
  * - a fork's child gets private pages: neither side sees the other's writes. */
 #include <fcntl.h>
 #include <stdint.h>
@@ -166,6 +167,28 @@ static void put_makes_private(void)
 	munmap(p, SIZE);
 }
 
+static void new_memory_in_old_place(void)
+{
+	uint8_t *p = fresh(SIZE);
+	uint32_t old = urnic_share_get(p, SIZE);
+	struct urnic_share_ref ref;
+
+	/* freed without its MR deregistered, and new memory at the same addresses */
+	uint8_t *q = mmap(p, SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+			  -1, 0);
+	uint32_t again = q == p ? urnic_share_get(p, SIZE) : 0;
+
+	EXPECT(old && again && again != old, "the new memory's MR got region %u (old %u)", again,
+	       old);
+	EXPECT(urnic_share_find(p, SIZE, &ref) && ref.serial == again,
+	       "found in region %u, want the new %u", ref.serial, again);
+	urnic_share_put(old);
+	EXPECT(shared_at(p), "the old MR's dereg moved the new region's pages");
+	urnic_share_put(again);
+	EXPECT(!shared_at(p), "the new region's pages still shared");
+	munmap(p, SIZE);
+}
+
 static void fork_child_is_private(void)
 {
 	uint8_t *p = fresh(SIZE);
@@ -208,6 +231,7 @@ int main(void)
 	second_mr_joins_overlap_does_not();
 	left_alone();
 	put_makes_private();
+	new_memory_in_old_place();
 	fork_child_is_private();
 	return test_failures ? 1 : 0;
 }
