@@ -142,16 +142,19 @@ static int make_memfd(uint32_t serial, size_t size)
 static bool replace(uint8_t *base, size_t size, int fd)
 {
 	int flags = fd >= 0 ? MAP_SHARED : MAP_PRIVATE | MAP_ANONYMOUS;
-	void *fresh = (void *)syscall(SYS_mmap, NULL, size, PROT_READ | PROT_WRITE, flags, fd, 0);
+	/* every argument a long: syscall() reads each as one, and an int's upper half is undefined
+	 * (a file offset of garbage made the copy fault) */
+	void *fresh = (void *)syscall(SYS_mmap, 0L, (long)size, (long)(PROT_READ | PROT_WRITE),
+				      (long)flags, (long)fd, 0L);
 
 	if (fresh == MAP_FAILED)
 		return false;
 	URNIC_DMA_BEGIN(); /* the application's memory */
 	memcpy(fresh, base, size);
 	URNIC_DMA_END();
-	if ((void *)syscall(SYS_mremap, fresh, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, base) ==
-	    MAP_FAILED) {
-		syscall(SYS_munmap, fresh, size);
+	if ((void *)syscall(SYS_mremap, (long)fresh, (long)size, (long)size,
+			    (long)(MREMAP_MAYMOVE | MREMAP_FIXED), (long)base) == MAP_FAILED) {
+		syscall(SYS_munmap, (long)fresh, (long)size);
 		return false;
 	}
 	return true;
