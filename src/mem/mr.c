@@ -5,6 +5,7 @@
 
 #include "common/dma.h"
 #include "mem/mr.h"
+#include "mem/share.h"
 
 #define MR_BUCKETS 4096
 
@@ -32,6 +33,9 @@ static uint32_t random_key(void)
 	return key;
 }
 
+/* The MR's pages move onto a memfd (mem/share.h) with mr_lock held for writing: while they are
+ * copied, a peer's WRITE into another MR of this device over the same pages would land in the
+ * old pages, and be lost. */
 int urnic_mr_register(struct urnic_dev *dev, struct urnic_mr *mr)
 {
 	pthread_rwlock_wrlock(&dev->mr_lock);
@@ -39,6 +43,7 @@ int urnic_mr_register(struct urnic_dev *dev, struct urnic_mr *mr)
 		pthread_rwlock_unlock(&dev->mr_lock);
 		return -ENOMEM;
 	}
+	mr->share = urnic_share_get(mr->addr, mr->length);
 	do
 		mr->key = random_key();
 	while (lookup(dev, mr->key));
@@ -62,6 +67,8 @@ void urnic_mr_unregister(struct urnic_dev *dev, struct urnic_mr *mr)
 			break;
 		}
 	}
+	urnic_share_put(mr->share); /* no packet can reach it now; its pages move back */
+	mr->share = 0;
 	pthread_rwlock_unlock(&dev->mr_lock);
 }
 

@@ -5,6 +5,8 @@
 
 #include "urnic.h"
 
+/* Gives mr a key, and moves its pages onto a memfd where they qualify (mem/share.h); unregister
+ * moves them back once no packet can reach it. */
 int urnic_mr_register(struct urnic_dev *dev, struct urnic_mr *mr);
 void urnic_mr_unregister(struct urnic_dev *dev, struct urnic_mr *mr);
 

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -51,6 +52,8 @@ static struct region regions[URNIC_SHARE_REGIONS]; /* disjoint */
 static int nregions;
 static uint32_t next_serial;
 static pthread_once_t forks_watched = PTHREAD_ONCE_INIT;
+static pthread_once_t nonce_drawn = PTHREAD_ONCE_INIT;
+static uint64_t nonce;
 
 static bool enabled(void)
 {
@@ -99,9 +102,10 @@ static bool mapped_as(uintptr_t lo, uintptr_t hi, maps_test test, const void *ar
 	return at >= hi;
 }
 
+/* read-write and nothing more: the memfd's mapping would not keep an execute permission */
 static bool private_anonymous(const struct maps_line *l, const void *arg)
 {
-	return strncmp(l->perms, "rw", 2) == 0 && l->perms[3] == 'p' && l->inode == 0 &&
+	return strcmp(l->perms, "rw-p") == 0 && l->inode == 0 &&
 	       (l->path[0] == 0 || strcmp(l->path, "[heap]") == 0);
 }
 
@@ -110,9 +114,31 @@ static bool this_memfd(const struct maps_line *l, const void *arg)
 	return l->perms[3] == 's' && strcmp(l->path, arg) == 0;
 }
 
+static void draw_nonce(void)
+{
+	while (nonce == 0)
+		if (getrandom(&nonce, sizeof(nonce), 0) != sizeof(nonce))
+			nonce = (uint64_t)getpid() << 32 ^ (uint64_t)(uintptr_t)&nonce;
+}
+
+uint64_t urnic_share_nonce(void)
+{
+	pthread_once(&nonce_drawn, draw_nonce);
+	return nonce;
+}
+
+static void memfd_name(char *out, size_t len, uint32_t serial)
+{
+	snprintf(out, len, URNIC_SHARE_NAME "%016llx-%u", (unsigned long long)urnic_share_nonce(),
+		 serial);
+}
+
 static void memfd_path(char *out, size_t len, uint32_t serial)
 {
-	snprintf(out, len, "/memfd:" URNIC_SHARE_NAME "%u (deleted)", serial);
+	char name[48];
+
+	memfd_name(name, sizeof(name), serial);
+	snprintf(out, len, "/memfd:%s (deleted)", name);
 }
 
 /* ---- moving pages ---- */
@@ -120,10 +146,10 @@ static void memfd_path(char *out, size_t len, uint32_t serial)
 /* A memfd of size bytes that cannot shrink or grow (a peer's mapping of it stays whole). */
 static int make_memfd(uint32_t serial, size_t size)
 {
-	char name[32];
+	char name[48];
 	int fd;
 
-	snprintf(name, sizeof(name), URNIC_SHARE_NAME "%u", serial);
+	memfd_name(name, sizeof(name), serial);
 	fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -1;
@@ -185,7 +211,7 @@ static uint32_t share(uintptr_t lo, uintptr_t hi)
  * memory, its MRs left registered), and something else taken their place. */
 static bool still_mapped(const struct region *r)
 {
-	char path[64];
+	char path[80];
 
 	memfd_path(path, sizeof(path), r->serial);
 	return mapped_as((uintptr_t)r->base, (uintptr_t)r->base + r->size, this_memfd, path);
@@ -238,11 +264,11 @@ uint32_t urnic_share_get(void *addr, size_t len)
 	uint32_t serial = 0;
 	int i;
 
-	if (!enabled() || hi <= lo || hi - lo < URNIC_SHM_REF_MIN ||
-	    hi - lo > URNIC_SHARE_MAX_BYTES)
+	if (!enabled() || hi <= lo)
 		return 0;
 	pthread_once(&forks_watched, watch_forks);
 	pthread_rwlock_wrlock(&lock);
+	/* whatever its size, new memory where a region's pages were is not the region's */
 	for (i = 0; i < nregions; i++) {
 		uintptr_t b = (uintptr_t)regions[i].base, e = b + regions[i].size;
 
@@ -250,9 +276,11 @@ uint32_t urnic_share_get(void *addr, size_t len)
 			continue;
 		if (still_mapped(&regions[i]))
 			break;
-		regions[i].gone = true; /* new memory where it was: the new MR's own */
+		regions[i].gone = true;
 	}
-	if (i == nregions) {
+	if (hi - lo < URNIC_SHM_REF_MIN || hi - lo > URNIC_SHARE_MAX_BYTES) {
+		serial = 0; /* stays as it is */
+	} else if (i == nregions) {
 		serial = share(lo, hi);
 	} else if (lo >= (uintptr_t)regions[i].base &&
 		   hi <= (uintptr_t)regions[i].base + regions[i].size) {

@@ -16,7 +16,8 @@ struct urnic_share_ref {
 	int32_t fd;
 };
 
-/* The name a shared region's memfd has in /proc/PID/fd links: "/memfd:urnic-mr-SERIAL". */
+/* The name a shared region's memfd has in /proc/PID/fd links: "/memfd:urnic-mr-NONCE-SERIAL",
+ * NONCE this process's (urnic_share_nonce, 16 hex digits), SERIAL the region's. */
 #define URNIC_SHARE_NAME "urnic-mr-"
 
 /* At ibv_reg_mr: shares the whole pages inside [addr, addr+len) if they are private anonymous
@@ -26,6 +27,10 @@ uint32_t urnic_share_get(void *addr, size_t len);
 /* At ibv_dereg_mr: the last MR over a region gone, its pages are private memory again, with the
  * bytes they held. */
 void urnic_share_put(uint32_t serial);
+/* 64 random bits of this process's, in its memfds' names: a peer that finds a memfd by fd number
+ * through /proc/PID/fd knows it is this process's (PID may name another process in another PID
+ * namespace, or a later one). Never 0. */
+uint64_t urnic_share_nonce(void);
 /* Whether [p, p+len) lies in one shared region; fills ref if so. */
 bool urnic_share_find(const void *p, size_t len, struct urnic_share_ref *ref);
 

@@ -24,7 +24,11 @@
  *
  * Trust: files are created 0600 and a ring or inbox is used only if its owner is this process's
  * effective uid, the trust UCX's shared-memory transports assume. A peer with a ring can put any
- * bytes in it; they are checked like any packet, so it reaches no memory a packet could not.
+ * bytes in it; they are checked like any packet, so it writes no memory a packet could not. A
+ * record by place makes the consumer look up an fd of the process the ring's name gives
+ * (/proc/PID/fd): it is opened only if its name is a urnic memfd of that producer's, and mapped
+ * read-only, so a peer can make it read only what that process shares, which the peer could map
+ * itself (docs/ARCHITECTURE.md, "Trust model").
  */
 #include <dirent.h>
 #include <errno.h>
@@ -37,7 +41,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -81,6 +87,7 @@ struct shm_view {
 	int pid;
 	int32_t fd;
 	uint32_t serial;
+	uint64_t nonce;
 	const uint8_t *base; /* NULL: a free entry */
 	size_t size;
 	uint64_t used_recv; /* the receive that last read through it */
@@ -98,6 +105,10 @@ struct shm_in {
 	_Atomic uint64_t key; /* its seals' (shm_layout.h), as read when it was mapped */
 	char name[NAME_LEN]; /* as its control datagram named it */
 	int pid;	     /* its producer's, from the name */
+	uint64_t nonce;	     /* its producer's memfds', as read when it was mapped */
+	/* a place of its producer's has been mapped: /proc/PID is the producer (until then, a
+	 * place that cannot be found there is a refusal, not a region gone) */
+	bool placed_once;
 	uint64_t taken;	 /* bytes handed out by the last urnic_shm_recv */
 	/* held a record no producer of ours writes: read no more (and it holds nothing to wait
 	 * for; set under progress_lock, read by the engine thread's watch and sleep without it) */
@@ -358,6 +369,7 @@ static bool connect_route(struct urnic_shm *s, struct shm_route *r)
 	r->ring->daddr = r->daddr;
 	r->ring->pid = (int32_t)getpid();
 	r->ring->key = ring_key(r->ring);
+	r->ring->share_nonce = urnic_share_nonce();
 	atomic_store(&r->ring->head, 0);
 	r->tail_seen = 0;
 	atomic_store(&r->ring->tail, 0);
@@ -520,14 +532,16 @@ static void copy_packet(struct shm_ring *ring, uint64_t at, const struct urnic_t
 	URNIC_DMA_END();
 }
 
-/* A packet of URNIC_SHM_REF_MIN bytes or more whose payload is one piece (headers, payload,
+/* An RC packet of URNIC_SHM_REF_MIN bytes or more whose payload is one piece (headers, payload,
  * trailer) in a shared region of this process goes by place: ref says where (not copied here;
  * the consumer copies it once, into its MR). Unless the consumer has said it cannot map our
- * pages. */
+ * pages. RC only: its sender completes nothing before the ACK, which comes after the copy; a UC
+ * sender completes when the packet leaves, and may then reuse or deregister the pages. */
 static bool payload_place(const struct shm_ring *ring, const struct urnic_txpkt *p,
 			  struct urnic_share_ref *ref)
 {
 	return p->len >= URNIC_SHM_REF_MIN && p->iovcnt == 3 &&
+	       (urnic_op(bth_opcode(p->hdr))->mask & URNIC_M_RC) &&
 	       !atomic_load_explicit(&ring->places_refused, memory_order_relaxed) &&
 	       urnic_share_find(p->iov[1].iov_base, p->iov[1].iov_len, ref);
 }
@@ -715,48 +729,61 @@ enum place_outcome {
 	PLACE_WAIT,   /* no room for it in this receive: it stays for the next */
 };
 
-/* Maps region place names, of process pid, into v: PLACE_OK, PLACE_SKIP when it is gone (the
- * fd closed or reused, after its MR was deregistered), PLACE_BROKEN when it is not one of ours
- * (not a sealed memfd of this user by that name). *refused: it could not be opened at all. */
-static enum place_outcome open_view(struct shm_view *v, int pid, const struct shm_place *place,
-				    bool *refused)
+/* Maps the region a place of ring in's producer names into v: PLACE_OK; PLACE_SKIP when it is
+ * not there (*refused when it cannot be opened at all, or when no place of this producer's was
+ * ever found: /proc/PID may be another process, in another PID namespace, or none); PLACE_BROKEN
+ * when it is not what a urnic producer shares (a sealed memfd on tmpfs of this user, at most
+ * URNIC_SHARE_MAX_BYTES). The fd's name is checked before it is opened: an open can block (a
+ * FIFO) or have effects (a tty), and a peer names any fd it likes. */
+static enum place_outcome open_view(struct shm_view *v, const struct shm_in *in,
+				    const struct shm_place *place, bool *refused)
 {
-	char path[64], link[64], want[64];
+	char path[64], link[80], want[80];
 	struct stat st;
+	struct statfs fs;
 	ssize_t n;
 	int fd, seals;
 
-	snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, (int)place->fd);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	snprintf(want, sizeof(want), "/memfd:" URNIC_SHARE_NAME "%016llx-%u (deleted)",
+		 (unsigned long long)in->nonce, place->serial);
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", in->pid, (int)place->fd);
+	n = readlink(path, link, sizeof(link) - 1);
+	link[n > 0 ? n : 0] = 0;
+	if (n < 0 || strcmp(link, want) != 0) { /* the fd closed or reused, or not the producer's */
+		*refused = (n < 0 && errno != ENOENT) || !in->placed_once;
+		return PLACE_SKIP;
+	}
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0) {
 		*refused = errno != ENOENT;
 		return PLACE_SKIP;
 	}
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	snprintf(want, sizeof(want), "/memfd:" URNIC_SHARE_NAME "%u (deleted)", place->serial);
-	n = readlink(path, link, sizeof(link) - 1);
+	n = readlink(path, link, sizeof(link) - 1); /* the same file as the name checked */
 	link[n > 0 ? n : 0] = 0;
-	if (strcmp(link, want) != 0) { /* the fd was closed, and the number reused */
+	if (strcmp(link, want) != 0) {
 		close(fd);
 		return PLACE_SKIP;
 	}
 	seals = fcntl(fd, F_GET_SEALS);
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || seals < 0 ||
+	if (fstat(fd, &st) != 0 || fstatfs(fd, &fs) != 0 || fs.f_type != TMPFS_MAGIC ||
+	    !S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_size <= 0 ||
+	    (uint64_t)st.st_size > URNIC_SHARE_MAX_BYTES || seals < 0 ||
 	    !(seals & F_SEAL_SHRINK)) { /* it could shrink under a mapping: a read would fault */
 		close(fd);
 		return PLACE_BROKEN;
 	}
-	void *base = st.st_size > 0 ? mmap(NULL, (size_t)st.st_size, PROT_READ,
-					   MAP_SHARED | MAP_POPULATE, fd, 0)
-				    : MAP_FAILED;
+	/* not populated: a 1 GiB region's page tables would take tens of ms under progress_lock;
+	 * each page faults in once, on the first copy through it */
+	void *base = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
 
 	close(fd);
 	if (base == MAP_FAILED) {
 		*refused = true;
 		return PLACE_SKIP;
 	}
-	*v = (struct shm_view){.pid = pid, .fd = place->fd, .serial = place->serial, .base = base,
-			       .size = (size_t)st.st_size};
+	*v = (struct shm_view){.pid = in->pid, .fd = place->fd, .serial = place->serial,
+			       .nonce = in->nonce, .base = base, .size = (size_t)st.st_size};
 	return PLACE_OK;
 }
 
@@ -769,15 +796,16 @@ static void close_view(struct shm_view *v)
 
 /* The view of the region a place names, mapped now if it was not: an entry not read in this
  * receive makes room, the least recently used. */
-static enum place_outcome view_of(struct urnic_shm *s, int pid, const struct shm_place *place,
-				  bool *refused, struct shm_view **out)
+static enum place_outcome view_of(struct urnic_shm *s, const struct shm_in *in,
+				  const struct shm_place *place, bool *refused, struct shm_view **out)
 {
 	struct shm_view *spare = NULL;
 
 	for (int i = 0; i < URNIC_SHM_VIEWS; i++) {
 		struct shm_view *v = &s->views[i];
 
-		if (v->base && v->pid == pid && v->fd == place->fd && v->serial == place->serial) {
+		if (v->base && v->pid == in->pid && v->nonce == in->nonce && v->fd == place->fd &&
+		    v->serial == place->serial) {
 			*out = v;
 			return PLACE_OK;
 		}
@@ -791,7 +819,7 @@ static enum place_outcome view_of(struct urnic_shm *s, int pid, const struct shm
 		return PLACE_WAIT;
 	close_view(spare);
 	*out = spare;
-	return open_view(spare, pid, place, refused);
+	return open_view(spare, in, place, refused);
 }
 
 /* Unmaps the views no receive has read through since the last look, VIEW_IDLE_NS or more ago:
@@ -831,19 +859,20 @@ static enum place_outcome take_placed(struct urnic_net *net, struct shm_in *in,
 	/* the packet is its headers, the payload, pad and ICRC, nothing else: its checks (recv.c)
 	 * then find the payload exactly place.len long */
 	if (urnic_op(bth_opcode(hdr))->hdr_len != place.hdr_len ||
-	    len != place.hdr_len + place.len + bth_padcnt(hdr) + URNIC_ICRC_LEN)
+	    len != (uint64_t)place.hdr_len + place.len + bth_padcnt(hdr) + URNIC_ICRC_LEN)
 		return PLACE_BROKEN;
-	enum place_outcome o = view_of(s, in->pid, &place, &refused, &v);
+	enum place_outcome o = view_of(s, in, &place, &refused, &v);
 
 	if (refused && !atomic_exchange_explicit(&in->ring->places_refused, 1,
 						 memory_order_relaxed))
 		count(net, URNIC_C_shm_place_refused, 1);
-	if (o == PLACE_SKIP)
+	else if (o == PLACE_SKIP && !refused)
 		count(net, URNIC_C_shm_place_stale, 1);
 	if (o != PLACE_OK)
 		return o;
 	if (place.off > v->size || place.len > v->size - place.off)
 		return PLACE_BROKEN;
+	in->placed_once = true;
 	v->used_recv = s->recvs;
 	s->nplaced++;
 	*out = (struct urnic_rxpkt){
@@ -1016,6 +1045,8 @@ bool urnic_shm_control(struct urnic_net *net, const uint8_t *data, uint32_t len,
 	s->in[slot].taken = 0;
 	memcpy(s->in[slot].name, name, sizeof(name));
 	s->in[slot].pid = pid;
+	s->in[slot].nonce = ring->share_nonce;
+	s->in[slot].placed_once = false;
 	atomic_store(&s->in[slot].ring, ring);
 	if (old) { /* the watch may still hold the old pointer: wait until it is out (ns) */
 		while (atomic_load(&s->watching))

@@ -48,8 +48,8 @@ struct shm_rec {
 #define REC_BY_PLACE 0xffffu
 
 /* Where a payload by place is: len bytes at off in the producer's memfd, open as its fd fd,
- * named URNIC_SHARE_NAME followed by serial (the consumer checks the name: an fd number is
- * reused, a serial is not). */
+ * named URNIC_SHARE_NAME, the ring's share_nonce and serial (the consumer checks the name: an
+ * fd number is reused, a serial is not, and the nonce says whose it is). */
 struct shm_place {
 	uint64_t off;
 	uint32_t serial;
@@ -65,6 +65,7 @@ struct shm_ring {
 	uint32_t saddr, daddr; /* network order */
 	int32_t pid;
 	uint64_t key; /* the seals' (struct shm_rec), chosen by the producer, never 0 */
+	uint64_t share_nonce; /* in the producer's memfds' names (mem/share.h) */
 	/* the consumer cannot map the producer's pages (written once, by the consumer): payloads go
 	 * in the ring. On the header's read-mostly line: the producer reads it for every large
 	 * packet, and the tail's line changes with every batch. */

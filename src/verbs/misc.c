@@ -91,7 +91,9 @@ URNIC_EXPORT const char *ibv_event_type_str(enum ibv_event_type event)
 	return NAME_OR_UNKNOWN(event_names, event);
 }
 
-/* urnic never pins pages or maps device memory, so fork needs no preparation. */
+/* urnic never pins pages or maps device memory, so fork needs no preparation: a child gets
+ * private copies of registered memory, even of pages the intra-host path moved onto a memfd
+ * (mem/share.c copies them into the child at the fork). */
 URNIC_EXPORT int ibv_fork_init(void)
 {
 	return 0;

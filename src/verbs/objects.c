@@ -7,7 +7,6 @@
 
 #include "engine/engine.h"
 #include "mem/mr.h"
-#include "mem/share.h"
 #include "verbs/verbs_ops.h"
 
 /* ---------------- PD ---------------- */
@@ -82,10 +81,8 @@ URNIC_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr, si
 				.iova = iova,
 				.length = length,
 				.access = access};
-	mr->share = urnic_share_get(addr, length); /* before a key can reach it */
-	err = urnic_mr_register(dev, mr);
+	err = urnic_mr_register(dev, mr); /* its pages may move (mem/share.h) */
 	if (err) {
-		urnic_share_put(mr->share);
 		free(mr);
 		errno = -err;
 		return NULL;
@@ -120,7 +117,6 @@ URNIC_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 	struct urnic_mr *mr = to_umr(ibmr);
 
 	urnic_mr_unregister(ctx_dev(ibmr->context), mr);
-	urnic_share_put(mr->share); /* once no packet can reach it */
 	atomic_fetch_sub(&mr->pd->users, 1);
 	free(mr);
 	return 0;

@@ -230,20 +230,45 @@ static void place_unsealed(struct shm_ring *ring)
 	static int fd = -1;
 
 	if (fd < 0) {
-		fd = memfd_create(URNIC_SHARE_NAME "999999", MFD_CLOEXEC);
+		char name[64];
+
+		snprintf(name, sizeof(name), URNIC_SHARE_NAME "%016llx-999999",
+			 (unsigned long long)urnic_share_nonce());
+		fd = memfd_create(name, MFD_CLOEXEC);
 		CHECK(fd >= 0 && ftruncate(fd, REGION_LEN) == 0, "an unsealed memfd");
 	}
 	sealed_place(ring, OP_SEND_ONLY, 12, 12 + 4096 + 4,
 		     (struct shm_place){.serial = 999999, .fd = fd, .len = 4096});
 }
 
-/* A record by place whose region is gone (no such fd, then a live fd of another serial): the
- * packet is lost and counted, the ring is not broken, and a good record by place arrives with
- * its payload read in the producer's pages. */
+/* Waits for one packet from a ring; returns it (NULL if none came in 2 s). */
+static const struct urnic_rxpkt *one_packet(struct urnic_net *a)
+{
+	struct urnic_net_tally t = {0};
+
+	for (int i = 0; i < 2000; i++) {
+		if (urnic_net_recv(a, a->rx_pkts, &t, 0) == 1)
+			return &a->rx_pkts[0];
+		urnic_net_recv_done(a);
+		usleep(1000);
+	}
+	return NULL;
+}
+
+static uint64_t counter(enum urnic_counter c)
+{
+	uint64_t counters[URNIC_C_COUNT];
+
+	urnic_stats_fold(&stats, counters);
+	return counters[c];
+}
+
+/* A good record by place arrives with its payload read in the producer's pages; then records
+ * whose region is gone (no such fd, then a live fd of another serial) are lost and counted,
+ * and the ring is not broken. */
 static void case_places(struct urnic_net *a, const char *src)
 {
 	struct urnic_net b;
-	uint64_t counters[URNIC_C_COUNT];
 	struct shm_place gone[2] = {in_region(0, 4096), in_region(0, 4096)};
 	int n;
 
@@ -254,33 +279,54 @@ static void case_places(struct urnic_net *a, const char *src)
 	CHECK(receive(a, "first, fine", 2000, &n), "places: a good packet did not arrive");
 	struct shm_ring *ring = map_ring_of(b.addr, a->addr);
 
+	sealed_place(ring, OP_SEND_ONLY, 12, 12 + 40000 + 4, in_region(96, 40000));
+	const struct urnic_rxpkt *p = one_packet(a);
+
+	CHECK(p && p->local && p->len == 12 + 40000 + 4 && p->data[0] == OP_SEND_ONLY,
+	      "the good record by place did not arrive");
+	CHECK(p->payload && memcmp(p->payload, region + 96, 40000) == 0,
+	      "its payload is not the producer's bytes");
+	urnic_net_recv_done(a);
+	CHECK(counter(URNIC_C_shm_rx_placed) == 1, "in place %llu, want 1",
+	      (unsigned long long)counter(URNIC_C_shm_rx_placed));
 	for (int i = 0; i < 2; i++) {
 		sealed_place(ring, OP_SEND_ONLY, 12, 12 + 4096 + 4, gone[i]);
 		CHECK(!receive(a, "", 50, &n) && n == 0, "a payload in a region gone was read");
 	}
-	urnic_stats_fold(&stats, counters);
-	CHECK(counters[URNIC_C_shm_place_stale] == 2, "drop_shm_place_stale %llu, want 2",
-	      (unsigned long long)counters[URNIC_C_shm_place_stale]);
-	sealed_place(ring, OP_SEND_ONLY, 12, 12 + 40000 + 4, in_region(96, 40000));
-	struct urnic_net_tally t = {0};
-	int got = 0;
+	CHECK(counter(URNIC_C_shm_place_stale) == 2 && counter(URNIC_C_shm_place_refused) == 0 &&
+		      counter(URNIC_C_shm_ring_broken) == 0 && !atomic_load(&ring->places_refused),
+	      "regions gone: %llu stale (want 2), %llu refused, %llu broken",
+	      (unsigned long long)counter(URNIC_C_shm_place_stale),
+	      (unsigned long long)counter(URNIC_C_shm_place_refused),
+	      (unsigned long long)counter(URNIC_C_shm_ring_broken));
+	munmap(ring, sizeof(*ring));
+	urnic_net_close(&b);
+}
 
-	for (int i = 0; i < 2000 && !got; i++) {
-		got = urnic_net_recv(a, a->rx_pkts, &t, 0);
-		if (!got)
-			usleep(1000);
-	}
-	const struct urnic_rxpkt *p = &a->rx_pkts[0];
+/* A ring whose producer's first place cannot be found where its PID says is refused once: the
+ * flag in the ring, one count, nothing read. (As when the PID names another process, in another
+ * PID namespace: the consumer cannot tell that from a region gone, so before any place of this
+ * producer's was found it takes it for a refusal, and the producer's payloads then go in the
+ * ring instead of being resent by place until its retries run out.) */
+static void case_place_refused(struct urnic_net *a, const char *src)
+{
+	struct urnic_net b;
+	struct shm_place nowhere = in_region(0, 4096);
+	uint64_t refused = counter(URNIC_C_shm_place_refused);
+	int n;
 
-	CHECK(got == 1 && p->local && p->len == 12 + 40000 + 4 && p->data[0] == OP_SEND_ONLY,
-	      "the good record by place: %d packets", got);
-	CHECK(p->payload && memcmp(p->payload, region + 96, 40000) == 0,
-	      "its payload is not the producer's bytes");
-	urnic_net_recv_done(a);
-	urnic_stats_fold(&stats, counters);
-	CHECK(counters[URNIC_C_shm_rx_placed] == 1 && counters[URNIC_C_shm_ring_broken] == 0,
-	      "in place %llu, broken %llu", (unsigned long long)counters[URNIC_C_shm_rx_placed],
-	      (unsigned long long)counters[URNIC_C_shm_ring_broken]);
+	nowhere.fd = 1000;
+	CHECK(urnic_net_open(&b, addr_of(src)) == 0, "open a producer at %s", src);
+	send_one(&b, a->addr, "first, fine");
+	CHECK(receive(a, "first, fine", 2000, &n), "refused: a good packet did not arrive");
+	struct shm_ring *ring = map_ring_of(b.addr, a->addr);
+
+	sealed_place(ring, OP_SEND_ONLY, 12, 12 + 4096 + 4, nowhere);
+	CHECK(!receive(a, "", 50, &n) && n == 0, "a place found nowhere was read");
+	CHECK(atomic_load(&ring->places_refused) &&
+		      counter(URNIC_C_shm_place_refused) == refused + 1,
+	      "not refused: flag %u, %llu counted", atomic_load(&ring->places_refused),
+	      (unsigned long long)(counter(URNIC_C_shm_place_refused) - refused));
 	munmap(ring, sizeof(*ring));
 	urnic_net_close(&b);
 }
@@ -299,6 +345,7 @@ int main(void)
 		      urnic_share_find(region, REGION_LEN, &region_ref),
 	      "share this process's pages");
 	case_places(&a, "127.88.1.10");
+	case_place_refused(&a, "127.88.1.12");
 	case_broken(&a, "127.88.1.2", "a record longer than any packet", too_long, 1);
 	case_broken(&a, "127.88.1.3", "a record across the ring's end", across_end, 2);
 	case_broken(&a, "127.88.1.4", "a wrap record at the ring's start", wrap_at_start, 3);
