@@ -773,9 +773,10 @@ static enum place_outcome open_view(struct shm_view *v, const struct shm_in *in,
 		close(fd);
 		return PLACE_BROKEN;
 	}
-	/* not populated: a 1 GiB region's page tables would take tens of ms under progress_lock;
-	 * each page faults in once, on the first copy through it */
-	void *base = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	/* populated, once per view: left to fault in on the copies, 1 MiB ib_write_bw averaged
+	 * 24-28 GB/s instead of 41-44 (the first view of a 1 GiB region costs tens of ms here) */
+	void *base =
+		mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
 
 	close(fd);
 	if (base == MAP_FAILED) {
