@@ -127,17 +127,16 @@ uint64_t urnic_share_nonce(void)
 	return nonce;
 }
 
-static void memfd_name(char *out, size_t len, uint32_t serial)
+static void memfd_name(char *out, size_t len, uint64_t of, uint32_t serial)
 {
-	snprintf(out, len, URNIC_SHARE_NAME "%016llx-%u", (unsigned long long)urnic_share_nonce(),
-		 serial);
+	snprintf(out, len, URNIC_SHARE_NAME "%016llx-%u", (unsigned long long)of, serial);
 }
 
-static void memfd_path(char *out, size_t len, uint32_t serial)
+void urnic_share_link(char *out, size_t len, uint64_t of, uint32_t serial)
 {
 	char name[48];
 
-	memfd_name(name, sizeof(name), serial);
+	memfd_name(name, sizeof(name), of, serial);
 	snprintf(out, len, "/memfd:%s (deleted)", name);
 }
 
@@ -149,7 +148,7 @@ static int make_memfd(uint32_t serial, size_t size)
 	char name[48];
 	int fd;
 
-	memfd_name(name, sizeof(name), serial);
+	memfd_name(name, sizeof(name), urnic_share_nonce(), serial);
 	fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -1;
@@ -213,7 +212,7 @@ static bool still_mapped(const struct region *r)
 {
 	char path[80];
 
-	memfd_path(path, sizeof(path), r->serial);
+	urnic_share_link(path, sizeof(path), urnic_share_nonce(), r->serial);
 	return mapped_as((uintptr_t)r->base, (uintptr_t)r->base + r->size, this_memfd, path);
 }
 

@@ -31,6 +31,10 @@ void urnic_share_put(uint32_t serial);
  * through /proc/PID/fd knows it is this process's (PID may name another process in another PID
  * namespace, or a later one). Never 0. */
 uint64_t urnic_share_nonce(void);
+/* What /proc/PID/fd/FD's link reads for the memfd of region serial of the process whose nonce
+ * is nonce: "/memfd:urnic-mr-NONCE-SERIAL (deleted)". The producer checks its own pages by it,
+ * the consumer a peer's fd before it opens it. */
+void urnic_share_link(char *out, size_t len, uint64_t nonce, uint32_t serial);
 /* Whether [p, p+len) lies in one shared region; fills ref if so. */
 bool urnic_share_find(const void *p, size_t len, struct urnic_share_ref *ref);
 

@@ -729,6 +729,16 @@ enum place_outcome {
 	PLACE_WAIT,   /* no room for it in this receive: it stays for the next */
 };
 
+/* Whether the link at path names want. */
+static bool link_is(const char *path, const char *want)
+{
+	char link[80];
+	ssize_t n = readlink(path, link, sizeof(link) - 1);
+
+	link[n > 0 ? n : 0] = 0;
+	return n > 0 && strcmp(link, want) == 0;
+}
+
 /* Maps the region a place of ring in's producer names into v: PLACE_OK; PLACE_SKIP when it is
  * not there (*refused when it cannot be opened at all, or when no place of this producer's was
  * ever found: /proc/PID may be another process, in another PID namespace, or none); PLACE_BROKEN
@@ -738,19 +748,16 @@ enum place_outcome {
 static enum place_outcome open_view(struct shm_view *v, const struct shm_in *in,
 				    const struct shm_place *place, bool *refused)
 {
-	char path[64], link[80], want[80];
+	char path[64], want[80];
 	struct stat st;
 	struct statfs fs;
-	ssize_t n;
 	int fd, seals;
 
-	snprintf(want, sizeof(want), "/memfd:" URNIC_SHARE_NAME "%016llx-%u (deleted)",
-		 (unsigned long long)in->nonce, place->serial);
+	urnic_share_link(want, sizeof(want), in->nonce, place->serial);
 	snprintf(path, sizeof(path), "/proc/%d/fd/%d", in->pid, (int)place->fd);
-	n = readlink(path, link, sizeof(link) - 1);
-	link[n > 0 ? n : 0] = 0;
-	if (n < 0 || strcmp(link, want) != 0) { /* the fd closed or reused, or not the producer's */
-		*refused = (n < 0 && errno != ENOENT) || !in->placed_once;
+	errno = 0;
+	if (!link_is(path, want)) { /* the fd closed or reused, or not the producer's */
+		*refused = (errno && errno != ENOENT) || !in->placed_once;
 		return PLACE_SKIP;
 	}
 	fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
@@ -759,9 +766,7 @@ static enum place_outcome open_view(struct shm_view *v, const struct shm_in *in,
 		return PLACE_SKIP;
 	}
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	n = readlink(path, link, sizeof(link) - 1); /* the same file as the name checked */
-	link[n > 0 ? n : 0] = 0;
-	if (strcmp(link, want) != 0) {
+	if (!link_is(path, want)) { /* the same file as the name checked */
 		close(fd);
 		return PLACE_SKIP;
 	}
