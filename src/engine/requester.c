@@ -328,8 +328,12 @@ void urnic_req_run(struct urnic_qp *qp, struct urnic_txbatch *b)
 
 /* Moves the send cursor back to psn: the first WQE not complete whose PSNs reach past psn goes
  * on from there (a READ, where responses_received, from the first response it lacks), those
- * after it, the partly sent one included, from their start. */
-static void rewind_to(struct urnic_qp *qp, uint32_t psn, bool responses_received)
+ * after it, the partly sent one included, from their start. Returns where the cursor stands.
+ * The cursor and the WQE's count of packets sent must agree: a READ gone back to its first
+ * response while the cursor stayed at a NAK's PSN a slice later was given that PSN as its first
+ * again once nothing of it counted as sent; its old responses then matched the new numbers, and
+ * 128 KiB of a READ landed a slice early (rc_read_lossy, seed 188). */
+static uint32_t rewind_to(struct urnic_qp *qp, uint32_t psn, bool responses_received)
 {
 	uint32_t idx = qp->sq_cons, end = qp->sq_next;
 
@@ -351,12 +355,13 @@ static void rewind_to(struct urnic_qp *qp, uint32_t psn, bool responses_received
 	if (idx != end) {
 		struct urnic_swqe *w = sq_at(qp, idx);
 
-		w->sent = responses_received && w->opcode == IBV_WR_RDMA_READ
-				  ? w->rcvd
-				  : (uint32_t)psn_diff(psn, w->first_psn);
+		if (responses_received && w->opcode == IBV_WR_RDMA_READ)
+			psn = psn_add(w->first_psn, w->rcvd);
+		w->sent = (uint32_t)psn_diff(psn, w->first_psn);
 	}
 	qp->sq_next = idx;
 	qp->snd_nxt = psn;
+	return psn;
 }
 
 /* psn, which the last flush built, did not leave: the cursor goes back to it. */
@@ -440,8 +445,8 @@ void urnic_req_retransmit_from(struct urnic_qp *qp, uint32_t psn)
 {
 	if (psn_diff(psn, qp->snd_una) < 0) /* never behind what the peer acknowledged */
 		psn = qp->snd_una;
-	urnic_rtx_retransmitting(qp, psn);
-	rewind_to(qp, psn, true);
+	urnic_rtx_retransmitting(qp, psn); /* the NAK's PSN: a copy of that NAK is stale */
+	psn = rewind_to(qp, psn, true);
 	qp->rd_outstanding = 0;
 	qp->last_ackreq = psn_add(psn, URNIC_PSN_MASK - URNIC_ACKREQ_EVERY); /* ask for an ACK */
 }

@@ -871,14 +871,27 @@ void rc_check_from(struct rc *rc, const void *p, size_t len, uint32_t seed, size
 		   const char *what)
 {
 	const uint8_t *b = p;
+	size_t i = 0;
 
-	for (size_t i = 0; i < len; i++) {
-		uint8_t want = pattern_byte(seed, start + i);
+	while (i < len && b[i] == pattern_byte(seed, start + i))
+		i++;
+	if (i == len)
+		return;
+	/* the whole damage, for a failure that cannot be replayed: how much, where it ends, and
+	 * what arrived where it starts */
+	size_t wrong = 0, last = i;
+	char got[16 * 3 + 1] = "";
 
-		if (b[i] != want)
-			rc_fail(rc, "%s: byte %zu of %zu is %#04x, expected %#04x", what, i, len,
-				b[i], want);
-	}
+	for (size_t j = i; j < len; j++)
+		if (b[j] != pattern_byte(seed, start + j)) {
+			wrong++;
+			last = j;
+		}
+	for (size_t j = 0; j < 16 && i + j < len; j++)
+		snprintf(got + 3 * j, sizeof(got) - 3 * j, " %02x", b[i + j]);
+	rc_fail(rc, "%s: byte %zu of %zu is %#04x, expected %#04x (%zu bytes wrong, the last at "
+		"%zu; from byte %zu:%s)", what, i, len, b[i], pattern_byte(seed, start + i), wrong,
+		last, i, got);
 }
 
 void rc_check(struct rc *rc, const void *p, size_t len, uint32_t seed, const char *what)

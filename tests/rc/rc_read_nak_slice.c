@@ -1,0 +1,115 @@
+/* rc_read_nak_slice: a PSN-sequence NAK that names a later slice of a READ, while none of the
+ * first slice's responses has come, sends the requester back to the READ's first response with
+ * the READ's own first PSN: every request after it asks, at each PSN, for the bytes that PSN
+ * stands for. It did not: the requester went back to the first response (nothing received) but
+ * left its send cursor at the NAK's PSN, and the READ took that PSN as its first again. Its
+ * next request asked for the first slice's bytes at the second slice's PSNs; a responder still
+ * answering the second slice's original request then had its responses taken for the first
+ * slice's, and 128 KiB of a 1 MiB READ landed a slice early (rc_read_lossy in CI).
+ *
+ * One process: the responder is scripted on a plain UDP socket (script_peer.c). After warm-ups,
+ * a READ of two slices (two requests before any answer); the responder answers neither and NAKs
+ * with the second slice's PSN, as one that took the first request and lost the second would.
+ * Every request from then on must read at the address its PSN stands for; each is answered as
+ * asked, and the READ completes with the responder's bytes, byte for byte. */
+#include <stdlib.h>
+
+#include "script_peer.h"
+
+#include "common/param.h"
+
+#define SQ_PSN 12000u	 /* the requester's first PSN */
+#define SEED 83		 /* the warm-ups' bytes */
+#define RESP_SEED 89	 /* the responder's memory */
+#define LOFF (64u << 10) /* where the READ lands in rc->buf, past the warm-ups */
+#define MAX_REQUESTS 64	 /* requests answered before the READ must be */
+
+struct reader {
+	struct script_peer p;
+	uint8_t *mem; /* the responder's memory: npkts packets */
+	uint32_t first_psn, npkts;
+};
+
+/* The next READ request within ms, checked to read at the address its PSN stands for and to
+ * stay within the READ: its PSN, and its length in packets in *n. */
+static uint32_t read_request(struct rc *rc, struct reader *r, unsigned ms, uint32_t *n)
+{
+	uint64_t va;
+	uint32_t len;
+	int64_t psn = script_peer_recv_read(rc, &r->p, ms, &va, &len);
+
+	RC_CHECK(rc, psn >= 0, "no READ request within %u ms", ms);
+	uint32_t i = (uint32_t)psn - r->first_psn;
+
+	RC_CHECK(rc, i < r->npkts, "READ request at PSN %lld, outside the READ's %u..%u",
+		 (long long)psn, r->first_psn, r->first_psn + r->npkts - 1);
+	RC_CHECK(rc, va == rc->peer.addr + (uint64_t)i * rc->mtu,
+		 "the request at PSN %u (packet %u of the READ) reads at offset %lld, the bytes of "
+		 "packet %lld", (uint32_t)psn, i, (long long)(va - rc->peer.addr),
+		 (long long)(va - rc->peer.addr) / rc->mtu);
+	*n = (len + rc->mtu - 1) / rc->mtu;
+	RC_CHECK(rc, len % rc->mtu == 0 && i + *n <= r->npkts,
+		 "the request at PSN %u asks for %u bytes, past the READ", (uint32_t)psn, len);
+	return (uint32_t)psn;
+}
+
+static int test(struct rc *rc)
+{
+	static struct reader r;
+	const uint32_t slice = URNIC_TX_WINDOW / URNIC_READ_SLICES;
+	struct ibv_wc wc;
+	struct rc_wr w;
+	uint32_t n;
+
+	r.p = (struct script_peer){.first_psn = SQ_PSN, .npkts = SCRIPT_PEER_WARMUPS, .seed = SEED};
+	r.first_psn = SQ_PSN + SCRIPT_PEER_WARMUPS;
+	r.npkts = 2 * slice;
+	r.mem = malloc((size_t)r.npkts * rc->mtu);
+	RC_CHECK(rc, r.mem, "out of memory");
+	rc_fill(r.mem, (size_t)r.npkts * rc->mtu, RESP_SEED);
+	script_peer_open(rc, &r.p, SQ_PSN);
+	script_peer_warm_up(rc, &r.p);
+
+	rc_step(rc, "a READ of %u packets: two requests of %u", r.npkts, slice);
+	rc_wr(rc, &w, IBV_WR_RDMA_READ, 11, LOFF, (size_t)r.npkts * rc->mtu, 0);
+	rc_post_send(rc, 0, &w.wr);
+	RC_CHECK(rc, read_request(rc, &r, 1000, &n) == r.first_psn && n == slice,
+		 "the first request");
+	RC_CHECK(rc, read_request(rc, &r, 1000, &n) == r.first_psn + slice && n == slice,
+		 "the second request");
+
+	rc_step(rc, "neither answered; a NAK names PSN %u, the second slice's", r.first_psn + slice);
+	script_peer_send_aeth(rc, &r.p, URNIC_AETH_NAK, r.first_psn + slice);
+	uint32_t psn = read_request(rc, &r, 1000, &n);
+
+	RC_CHECK(rc, psn == r.first_psn, "after the NAK: a request at PSN %u, not the first (%u)",
+		 psn, r.first_psn);
+
+	rc_step(rc, "each request answered as asked, until every packet of the READ is");
+	uint32_t next = r.first_psn; /* answered in order up to here */
+
+	for (int k = 0;; k++) {
+		script_peer_send_read_responses(rc, &r.p, psn, n,
+						r.mem + (size_t)(psn - r.first_psn) * rc->mtu);
+		if (psn <= next && psn + n > next) /* (no PSN wraps here) */
+			next = psn + n;
+		if (next == r.first_psn + r.npkts)
+			break;
+		RC_CHECK(rc, k < MAX_REQUESTS, "%d requests, and the READ not answered in full", k);
+		psn = read_request(rc, &r, 1000, &n);
+	}
+	rc_poll(rc, rc->scq, &wc, 1, 5000);
+	rc_expect(rc, &wc, 11, IBV_WC_SUCCESS, IBV_WC_RDMA_READ);
+	rc_check(rc, rc->buf + LOFF, (size_t)r.npkts * rc->mtu, RESP_SEED, "READ data");
+	script_peer_close(&r.p);
+	free(r.mem);
+	return RC_PASS;
+}
+
+int main(void)
+{
+	struct rc_opts o = script_peer_defaults("rc_read_nak_slice");
+
+	o.max_rd_atomic = 16;
+	return rc_run_local(&o, test);
+}
