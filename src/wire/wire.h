@@ -360,19 +360,38 @@ void urnic_icrc_move_ip_id(uint8_t icrc[4], size_t len, uint16_t from, uint16_t 
 bool urnic_icrc_check_seg(const struct urnic_ip4_flow *flow, const uint8_t *pkt, size_t len,
 			  uint16_t seg, uint16_t *id_hint);
 
-/* A peer's IPv4 IDs as a receiver follows them: the window's hint, and an intact packet's ID
- * seen outside the window (jumped). */
+/* How a peer stamps its IPv4 IDs, learned from its first packet. Zero (unknown) until then. */
+enum urnic_ip_id_kind {
+	URNIC_IP_IDS_UNKNOWN,
+	URNIC_IP_IDS_FIXED,    /* ID 0 with DF, or a GSO segment's number: urnic, Linux sockets */
+	URNIC_IP_IDS_COUNTING, /* a counter per destination: Linux rxe */
+};
+
+/* A peer's IPv4 IDs as a receiver follows them: their kind, the window's hint (COUNTING), and an
+ * intact packet's ID seen outside what the kind accepts (jumped). */
 struct urnic_ip_id_track {
 	uint16_t hint;
 	uint16_t jump;
 	bool jumped;
+	uint8_t kind; /* enum urnic_ip_id_kind */
 };
 
-/* urnic_icrc_check_seg with a tracked hint that follows a jump of the peer's IDs out of the
- * window: a packet whose ICRC is right for an ID outside it is dropped and its ID kept; the next
- * such packet, at most URNIC_IP_ID_RESYNC IDs after it, is taken and the window moves there. One
- * ID jump of rxe's (6469 IDs in 6 ms, in an interop run under 2% loss) had made every later
- * packet fail the window. Two packets in a row that pass the CRC for IDs that close stand for a
+/* The IDs a FIXED peer may stamp: 0, and segment numbers of a GSO send (URNIC_GSO_MAX_SEGS at
+ * most), which reach a receiver one by one where nothing coalesces them again (a veth). */
+#define URNIC_IP_ID_FIXED_MAX 64u
+
+/* urnic_icrc_check_seg with the peer's IDs tracked (t zeroed for a new peer). ID 0, or a GRO
+ * segment's own number, is checked at the CRC's full strength and marks an unknown peer FIXED.
+ * Otherwise the ID is recovered, and accepted:
+ *   - from an unknown peer: any ID, once: the peer is COUNTING from there;
+ *   - from a FIXED peer: IDs below URNIC_IP_ID_FIXED_MAX with DF, or at most
+ *     URNIC_IP_ID_RESYNC past the highest of those seen, which makes it COUNTING (a counter
+ *     that started low): 2^-25 of random corruption passes;
+ *   - from a COUNTING peer: the window around the hint (2^-21).
+ * A packet whose ICRC is right for an ID outside that is dropped and its ID kept; the next such
+ * packet, at most URNIC_IP_ID_RESYNC IDs after it, is taken and makes the peer COUNTING there.
+ * One ID jump of rxe's (6469 IDs in 6 ms, in an interop run under 2% loss) had made every later
+ * packet fail the window. Two packets that pass the CRC for IDs that close stand for a
  * corruption by chance about once in 2^41 pairs. */
 #define URNIC_IP_ID_RESYNC 64u
 bool urnic_icrc_check_track(const struct urnic_ip4_flow *flow, const uint8_t *pkt, size_t len,

@@ -185,7 +185,7 @@ static size_t with_id(const struct urnic_ip4_flow *f, uint8_t *pkt, size_t len, 
  * corrupted packet, move nothing. */
 static void check_resync(const struct urnic_ip4_flow *f, uint8_t *pkt, size_t len)
 {
-	struct urnic_ip_id_track t = {.hint = 1000};
+	struct urnic_ip_id_track t = {.hint = 1000, .kind = URNIC_IP_IDS_COUNTING};
 	uint16_t far = 1000 + 6469;
 
 	EXPECT(urnic_icrc_check_track(f, pkt, with_id(f, pkt, len, 1001), 0, &t) && t.hint == 1001,
@@ -207,6 +207,106 @@ static void check_resync(const struct urnic_ip4_flow *f, uint8_t *pkt, size_t le
 	pkt[n - 5] ^= 0x01;
 	EXPECT(!urnic_icrc_check_track(f, pkt, n, 0, &t), "a corrupted packet taken");
 	pkt[n - 5] ^= 0x01;
+}
+
+/* How many single-bit flips of the packet (len bytes with its ICRC for ID id, DF) pass a check
+ * from state t; BTH byte 4 (masked out of the ICRC) is skipped. */
+static unsigned flips_passing(const struct urnic_ip4_flow *f, uint8_t *pkt, size_t len,
+			      const struct urnic_ip_id_track *t)
+{
+	unsigned passed = 0;
+
+	for (size_t bit = 0; bit < len * 8; bit++) {
+		struct urnic_ip_id_track s = *t;
+
+		if (bit / 8 == 4)
+			continue;
+		pkt[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+		passed += urnic_icrc_check_track(f, pkt, len, 0, &s);
+		pkt[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+	}
+	return passed;
+}
+
+/* A peer is known by its first packet: ID 0 makes it FIXED, whose packets are then checked at
+ * nearly the CRC's strength (no single flipped bit passes); any other ID makes it COUNTING. A
+ * FIXED peer's hint never moved, and once every packet from it was checked as from an unknown
+ * peer: a 4 KiB packet had single flipped bits that passed. */
+static void check_kinds(const struct urnic_ip4_flow *f, uint8_t *pkt)
+{
+	const size_t len = MAX_PKT; /* a READ response FIRST with 4080 bytes of payload */
+	struct urnic_ip_id_track t = {0};
+	uint16_t unknown = 0;
+	size_t n = with_id(f, pkt, len, 0);
+
+	EXPECT(urnic_icrc_check_track(f, pkt, n, 0, &t) && t.kind == URNIC_IP_IDS_FIXED,
+	       "ID 0 first: kind %u, not FIXED", t.kind);
+	EXPECT(flips_passing(f, pkt, n, &t) == 0, "FIXED peer: %u single flips of %zu bits passed",
+	       flips_passing(f, pkt, n, &t), n * 8);
+	unsigned weak = 0;
+
+	for (size_t bit = 0; bit < n * 8; bit++) {
+		pkt[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+		unknown = 0;
+		weak += bit / 8 != 4 && urnic_icrc_check(f, pkt, n, &unknown);
+		pkt[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+	}
+	printf("%zu-byte packet: %u single flips pass as from an unknown peer, none from a FIXED "
+	       "one\n", n, weak);
+	EXPECT(!urnic_icrc_check_track(f, pkt, with_id(f, pkt, len, 65), 0, &t) &&
+		       t.kind == URNIC_IP_IDS_FIXED,
+	       "FIXED, no ID above 0 yet: ID 65 taken, or the kind changed on one packet");
+	EXPECT(urnic_icrc_check_track(f, pkt, with_id(f, pkt, len, 63), 0, &t),
+	       "FIXED: a GSO segment's ID 63 (no GRO) dropped");
+	EXPECT(!urnic_icrc_check_track(f, pkt, with_id(f, pkt, len, 200), 0, &t) &&
+		       t.kind == URNIC_IP_IDS_FIXED,
+	       "FIXED: ID 200 taken, or the kind changed on one packet");
+	EXPECT(urnic_icrc_check_track(f, pkt, with_id(f, pkt, len, 0), 0, &t),
+	       "FIXED: ID 0 after a packet outside the kind");
+	EXPECT(urnic_icrc_check_track(f, pkt, with_id(f, pkt, len, 202), 0, &t) &&
+		       t.kind == URNIC_IP_IDS_COUNTING && t.hint == 202,
+	       "FIXED: a second ID just past the first outside it: not COUNTING there (kind %u, "
+	       "hint %u)", t.kind, t.hint);
+	/* rxe's counter may start among the fixed IDs: it counts on past them without a drop */
+	t = (struct urnic_ip_id_track){0};
+	EXPECT(urnic_icrc_check_track(f, pkt, with_id(f, pkt, len, 0), 0, &t) &&
+		       urnic_icrc_check_track(f, pkt, with_id(f, pkt, len, 10), 0, &t) &&
+		       urnic_icrc_check_track(f, pkt, with_id(f, pkt, len, 74), 0, &t) &&
+		       t.kind == URNIC_IP_IDS_COUNTING && t.hint == 74,
+	       "IDs 0, 10, 74: not all taken, or not COUNTING at 74 (kind %u, hint %u)", t.kind,
+	       t.hint);
+	EXPECT(urnic_icrc_check_track(f, pkt, with_id(f, pkt, len, 900), 0, &t),
+	       "COUNTING from a low start: ID 900 dropped");
+
+	struct iovec iov = {pkt, len};
+
+	t = (struct urnic_ip_id_track){0};
+	urnic_icrc_compute_ipid(f, 5, 0, &iov, 1, len, pkt + len);
+	EXPECT(urnic_icrc_check_track(f, pkt, n, 0, &t) && t.kind == URNIC_IP_IDS_COUNTING &&
+		       t.hint == 5,
+	       "first packet, ID 5 with DF clear: kind %u hint %u, not COUNTING at 5", t.kind,
+	       t.hint);
+	/* rxe's counter may start low and jump: a first ID of 30 is a counter's */
+	t = (struct urnic_ip_id_track){0};
+	EXPECT(urnic_icrc_check_track(f, pkt, with_id(f, pkt, len, 30), 0, &t) &&
+		       t.kind == URNIC_IP_IDS_COUNTING &&
+		       urnic_icrc_check_track(f, pkt, with_id(f, pkt, len, 111), 0, &t) &&
+		       urnic_icrc_check_track(f, pkt, with_id(f, pkt, len, 436), 0, &t),
+	       "first packet, ID 30, then 111 and 436: not all taken (kind %u)", t.kind);
+	t = (struct urnic_ip_id_track){0};
+	urnic_icrc_check_track(f, pkt, with_id(f, pkt, len, 0), 0, &t);
+	urnic_icrc_compute_ipid(f, 6, 0, &iov, 1, len, pkt + len);
+	EXPECT(!urnic_icrc_check_track(f, pkt, n, 0, &t), "FIXED: ID 6 with DF clear taken");
+	t = (struct urnic_ip_id_track){0};
+	EXPECT(urnic_icrc_check_track(f, pkt, with_id(f, pkt, len, 40000), 0, &t) &&
+		       t.kind == URNIC_IP_IDS_COUNTING && t.hint == 40000,
+	       "first packet, ID 40000: kind %u hint %u, not COUNTING at 40000", t.kind, t.hint);
+	EXPECT(urnic_icrc_check_track(f, pkt, with_id(f, pkt, len, 40001), 0, &t) &&
+		       !urnic_icrc_check_track(f, pkt, with_id(f, pkt, len, 20000), 0, &t),
+	       "COUNTING: the next ID dropped, or a far one taken");
+	EXPECT(urnic_icrc_check_track(f, pkt, with_id(f, pkt, len, 0), 0, &t) &&
+		       t.kind == URNIC_IP_IDS_COUNTING,
+	       "COUNTING: ID 0 dropped or the kind changed");
 }
 
 static double now(void)
@@ -271,6 +371,8 @@ int main(void)
 	}
 	fill_packet(pkt, 1036);
 	check_resync(&f, pkt, 1036);
+	fill_packet(pkt, MAX_PKT);
+	check_kinds(&f, pkt);
 	/* the flow is covered: another source address does not verify */
 	other = f;
 	other.saddr ^= htonl(1);
