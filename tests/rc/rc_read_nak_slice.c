@@ -5,7 +5,8 @@
  * left its send cursor at the NAK's PSN, and the READ took that PSN as its first again. Its
  * next request asked for the first slice's bytes at the second slice's PSNs; a responder still
  * answering the second slice's original request then had its responses taken for the first
- * slice's, and 128 KiB of a 1 MiB READ landed a slice early (rc_read_lossy in CI).
+ * slice's, and a slice's bytes landed a slice early (CI's rc_read_lossy: a 64 MiB READ's first
+ * byte was the one 32 packets on; seed 188 did it to a 1 MiB READ three runs in four).
  *
  * One process: the responder is scripted on a plain UDP socket (script_peer.c). After warm-ups,
  * a READ of two slices (two requests before any answer); the responder answers neither and NAKs
