@@ -264,7 +264,9 @@ struct urnic_rtx {
 	bool recovering;
 	unsigned backoff;  /* consecutive expiries without progress: the timeout doubles each */
 	uint64_t deadline; /* ns; 0 when the timer does not run */
-	uint32_t goback_psn; /* where the requester last went back to, and when */
+	/* the PSN the requester last went back for (a NAK's), where its cursor went (a READ's
+	 * first missing response, which may lie before it), and when */
+	uint32_t goback_psn, goback_to;
 	uint64_t goback_ns;
 	uint64_t nak_held_at; /* ns: when a NAK held as maybe stale is judged; 0: none held */
 	bool held_read_gap;   /* what is held is a READ response gap, not a NAK */

@@ -255,6 +255,8 @@ static void on_read_response(struct urnic_qp *qp, const struct urnic_rxpkt *pkt,
 		return;
 	if (d > 0) { /* a response packet went missing: ask again from there, once */
 		urnic_qp_count(qp, URNIC_C_read_gaps, 1);
+		if (urnic_rtx_read_gap_answered(qp, expected))
+			return;
 		if (!qp->read_gap_asked && psn_diff(psn, psn_add(w->first_psn, w->sent)) < 0) {
 			qp->read_gap_asked = true;
 			retry(qp, expected);

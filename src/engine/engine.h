@@ -49,6 +49,8 @@ static inline uint8_t *urnic_tx_ext(struct urnic_txpkt *p, unsigned off)
 void urnic_req_run(struct urnic_qp *qp, struct urnic_txbatch *b);
 /* Go back to psn (NAK, timeout, implicit NAK) and send again from there. */
 void urnic_req_retransmit_from(struct urnic_qp *qp, uint32_t psn);
+/* Where a go-back for psn puts the send cursor: psn, or a READ's first missing response. */
+uint32_t urnic_req_goback_to(struct urnic_qp *qp, uint32_t psn);
 /* What a tail loss probe would send now (the cursor at the highest PSN sent, something
  * outstanding): the last packet again, asking for an ACK (a SEND's or WRITE's, if the window
  * lets it go), a READ request from the first missing response, or nothing (an atomic). */
@@ -87,14 +89,19 @@ void urnic_rtx_congested(struct urnic_qp *qp);
 /* An ACK covers packets first sent before the go-back: nothing was lost, the cut is undone. */
 bool urnic_rtx_spurious(struct urnic_qp *qp);
 
-/* The requester is about to go back to psn (before snd_nxt is rewound): no sample across it. */
-void urnic_rtx_retransmitting(struct urnic_qp *qp, uint32_t psn);
+/* The requester is about to go back for psn, to the PSN to (before snd_nxt is rewound): no
+ * sample across it. */
+void urnic_rtx_retransmitting(struct urnic_qp *qp, uint32_t psn, uint32_t to);
 /* A PSN-sequence NAK for psn may repeat one the requester already went back for: it is held
  * (see urnic_rtx_held_nak_due) and not acted on now. */
 bool urnic_rtx_nak_is_stale(struct urnic_qp *qp, uint32_t psn);
 /* A READ response past the expected one arrived: if the requester went back to expected, held
  * as a NAK would be. */
 void urnic_rtx_read_gap(struct urnic_qp *qp, uint32_t expected);
+/* A READ response gap at expected, less than a round trip after the requester went back to
+ * it (for a NAK, or for an earlier gap): what it sent then may answer it, so it is held; false
+ * if it is a new loss. */
+bool urnic_rtx_read_gap_answered(struct urnic_qp *qp, uint32_t expected);
 /* A held NAK's round trip is over and the retransmission it named is still unacknowledged:
  * the caller goes back to snd_una. */
 bool urnic_rtx_held_nak_due(struct urnic_qp *qp, uint64_t now);

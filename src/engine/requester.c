@@ -326,19 +326,14 @@ void urnic_req_run(struct urnic_qp *qp, struct urnic_txbatch *b)
 		urnic_rtx_sent_more(qp);
 }
 
-/* Moves the send cursor back to psn: the first WQE not complete whose PSNs reach past psn goes
- * on from there (a READ, where responses_received, from the first response it lacks), those
- * after it, the partly sent one included, from their start. Returns where the cursor stands.
- * The cursor and the WQE's count of packets sent must agree: a READ gone back to its first
- * response while the cursor stayed at a NAK's PSN a slice later was given that PSN as its first
- * again once nothing of it counted as sent; its old responses then matched the new numbers, and
- * 128 KiB of a READ landed a slice early (rc_read_lossy, seed 188). */
-static uint32_t rewind_to(struct urnic_qp *qp, uint32_t psn, bool responses_received)
+/* The WQE a go-back for psn resumes: the first not complete whose PSNs reach past psn, or
+ * the partly sent one; *end: one past the last WQE that goes back (sq_next or the one after). */
+static uint32_t goback_wqe(struct urnic_qp *qp, uint32_t psn, uint32_t *end)
 {
-	uint32_t idx = qp->sq_cons, end = qp->sq_next;
+	uint32_t idx = qp->sq_cons;
 
-	/* the WQE holding psn: every WQE before it is complete */
-	while (idx != end) {
+	*end = qp->sq_next;
+	while (idx != *end) { /* every WQE before the one holding psn is complete */
 		struct urnic_swqe *w = sq_at(qp, idx);
 
 		if (w->state != URNIC_WQE_DONE &&
@@ -346,19 +341,39 @@ static uint32_t rewind_to(struct urnic_qp *qp, uint32_t psn, bool responses_rece
 			break;
 		idx++;
 	}
-	if (end != qp->sq_prod && sq_at(qp, end)->sent > 0)
-		end++; /* the partly sent WQE goes back too */
+	if (*end != qp->sq_prod && sq_at(qp, *end)->sent > 0)
+		(*end)++; /* the partly sent WQE goes back too */
+	return idx;
+}
+
+uint32_t urnic_req_goback_to(struct urnic_qp *qp, uint32_t psn)
+{
+	uint32_t end, idx = goback_wqe(qp, psn, &end);
+
+	if (idx == end || sq_at(qp, idx)->opcode != IBV_WR_RDMA_READ)
+		return psn;
+	return psn_add(sq_at(qp, idx)->first_psn, sq_at(qp, idx)->rcvd);
+}
+
+/* Moves the send cursor back to psn: the WQE goback_wqe names goes on from there (a READ,
+ * where responses_received, from the first response it lacks), those after it, the partly sent
+ * one included, from their start. Returns where the cursor stands.
+ * The cursor and the WQE's count of packets sent must agree: a READ gone back to its first
+ * response while the cursor stayed at a NAK's PSN a slice later was given that PSN as its first
+ * again once nothing of it counted as sent; its old responses then matched the new numbers, and
+ * 128 KiB of a READ landed a slice early (rc_read_lossy, seed 188). */
+static uint32_t rewind_to(struct urnic_qp *qp, uint32_t psn, bool responses_received)
+{
+	uint32_t end, idx = goback_wqe(qp, psn, &end);
+
+	if (responses_received)
+		psn = urnic_req_goback_to(qp, psn);
 	for (uint32_t i = idx; i != end; i++) {
 		sq_at(qp, i)->state = URNIC_WQE_POSTED;
 		sq_at(qp, i)->sent = 0;
 	}
-	if (idx != end) {
-		struct urnic_swqe *w = sq_at(qp, idx);
-
-		if (responses_received && w->opcode == IBV_WR_RDMA_READ)
-			psn = psn_add(w->first_psn, w->rcvd);
-		w->sent = (uint32_t)psn_diff(psn, w->first_psn);
-	}
+	if (idx != end)
+		sq_at(qp, idx)->sent = (uint32_t)psn_diff(psn, sq_at(qp, idx)->first_psn);
 	qp->sq_next = idx;
 	qp->snd_nxt = psn;
 	return psn;
@@ -445,7 +460,7 @@ void urnic_req_retransmit_from(struct urnic_qp *qp, uint32_t psn)
 {
 	if (psn_diff(psn, qp->snd_una) < 0) /* never behind what the peer acknowledged */
 		psn = qp->snd_una;
-	urnic_rtx_retransmitting(qp, psn); /* the NAK's PSN: a copy of that NAK is stale */
+	urnic_rtx_retransmitting(qp, psn, urnic_req_goback_to(qp, psn));
 	psn = rewind_to(qp, psn, true);
 	qp->rd_outstanding = 0;
 	qp->last_ackreq = psn_add(psn, URNIC_PSN_MASK - URNIC_ACKREQ_EVERY); /* ask for an ACK */

@@ -337,7 +337,8 @@ static void hold_nak(struct urnic_qp *qp, bool read_gap)
 bool urnic_rtx_nak_is_stale(struct urnic_qp *qp, uint32_t psn)
 {
 	const struct urnic_rtx *r = &qp->rtx;
-	bool stale = r->goback_ns && psn == r->goback_psn &&
+	bool stale = r->goback_ns &&
+		     (psn == r->goback_psn || urnic_req_goback_to(qp, psn) == r->goback_to) &&
 		     since(urnic_clock_ns(), r->goback_ns) < nak_rtt_ns(r);
 
 	if (stale)
@@ -347,8 +348,19 @@ bool urnic_rtx_nak_is_stale(struct urnic_qp *qp, uint32_t psn)
 
 void urnic_rtx_read_gap(struct urnic_qp *qp, uint32_t expected)
 {
-	if (qp->rtx.goback_ns && expected == qp->rtx.goback_psn)
+	if (qp->rtx.goback_ns && expected == qp->rtx.goback_to)
 		hold_nak(qp, true);
+}
+
+bool urnic_rtx_read_gap_answered(struct urnic_qp *qp, uint32_t expected)
+{
+	const struct urnic_rtx *r = &qp->rtx;
+	bool answered = r->goback_ns && expected == r->goback_to &&
+			since(urnic_clock_ns(), r->goback_ns) < nak_rtt_ns(r);
+
+	if (answered)
+		hold_nak(qp, true);
+	return answered;
 }
 
 bool urnic_rtx_held_nak_due(struct urnic_qp *qp, uint64_t now)
@@ -359,15 +371,16 @@ bool urnic_rtx_held_nak_due(struct urnic_qp *qp, uint64_t now)
 		return false;
 	r->nak_held_at = 0;
 	/* the retransmitted PSN still unacknowledged: the NAK was for the retransmission */
-	return awaiting_ack(qp) && psn_diff(qp->snd_una, r->goback_psn) <= 0;
+	return awaiting_ack(qp) && psn_diff(qp->snd_una, r->goback_to) <= 0;
 }
 
-void urnic_rtx_retransmitting(struct urnic_qp *qp, uint32_t psn)
+void urnic_rtx_retransmitting(struct urnic_qp *qp, uint32_t psn, uint32_t to)
 {
 	struct urnic_rtx *r = &qp->rtx;
 
 	r->sample_sent_ns = 0;
 	r->goback_psn = psn;
+	r->goback_to = to;
 	r->goback_ns = urnic_clock_ns();
 	r->nak_held_at = 0; /* a NAK held for the last go-back is answered by this one */
 	r->probe_at = 0; /* what it sends re-arms the probe, two round trips from now */

@@ -12,18 +12,32 @@
  * a READ of two slices (two requests before any answer); the responder answers neither and NAKs
  * with the second slice's PSN, as one that took the first request and lost the second would.
  * Every request from then on must read at the address its PSN stands for; each is answered as
- * asked, and the READ completes with the responder's bytes, byte for byte. */
+ * asked, and the READ completes with the responder's bytes, byte for byte.
+ *
+ * With --gap, a READ response gap follows that go-back: the second response of the first slice
+ * comes, not the first. The requester went back to that first response, so the gap is one its
+ * go-back may still answer, and is held a round trip (read_response_gaps_held), as after a
+ * go-back to the gap's own PSN. It was taken as a new loss instead and asked again at once,
+ * spending one of retry_cnt's tries: the go-back was remembered by the NAK's PSN alone.
+ *
+ * With --stale, the other order: the gap first (asked again at once, from the first response),
+ * then, within the round trip, the NAK naming the second slice. That NAK would send the
+ * requester back to where it has just gone: it is stale (stale_naks), held, not acted on. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "script_peer.h"
 
 #include "common/param.h"
+#include "common/stats.h"
 
 #define SQ_PSN 12000u	 /* the requester's first PSN */
 #define SEED 83		 /* the warm-ups' bytes */
 #define RESP_SEED 89	 /* the responder's memory */
 #define LOFF (64u << 10) /* where the READ lands in rc->buf, past the warm-ups */
 #define MAX_REQUESTS 64	 /* requests answered before the READ must be */
+
+static const char *mode = ""; /* --gap, --stale */
 
 struct reader {
 	struct script_peer p;
@@ -54,6 +68,61 @@ static uint32_t read_request(struct rc *rc, struct reader *r, unsigned ms, uint3
 	return (uint32_t)psn;
 }
 
+/* After the NAK's go-back (its first request read): the second slice's request again, then a
+ * gap at the first response, held until its round trip is over. Returns the next request. */
+static uint32_t held_gap(struct rc *rc, struct reader *r, uint32_t slice, uint32_t *n)
+{
+	uint64_t before[URNIC_C_COUNT], after[URNIC_C_COUNT];
+
+	RC_CHECK(rc, read_request(rc, r, 1000, n) == r->first_psn + slice,
+		 "after the NAK: the second slice's request again");
+	rc_read_counters(rc, before);
+	rc_step(rc, "a gap: the response at PSN %u, not %u", r->first_psn + 1, r->first_psn);
+	script_peer_send_read_response(rc, &r->p, URNIC_OP_READ_RESP_MIDDLE, r->first_psn + 1,
+				       r->mem + rc->mtu, rc->mtu);
+	uint32_t psn = read_request(rc, r, 1000, n);
+
+	rc_read_counters(rc, after);
+	uint64_t held = after[URNIC_C_held_read_gaps] - before[URNIC_C_held_read_gaps];
+	uint64_t expiries = after[URNIC_C_rto_expiries] - before[URNIC_C_rto_expiries];
+
+	rc_step(rc, "asked again from PSN %u; %llu held gaps, %llu timer expiries", psn,
+		(unsigned long long)held, (unsigned long long)expiries);
+	RC_CHECK(rc, psn == r->first_psn, "after the gap: a request at PSN %u", psn);
+	RC_CHECK(rc, held == 1 && expiries == 0,
+		 "read_response_gaps_held moved by %llu, expected 1: the gap was not held as one "
+		 "the go-back may answer", (unsigned long long)held);
+	return psn;
+}
+
+/* Before the main NAK: a gap at the first response, asked again at once (both requests
+ * again), then the same NAK within the round trip: stale. */
+static void gap_then_stale_nak(struct rc *rc, struct reader *r, uint32_t slice, uint32_t *n)
+{
+	uint64_t before[URNIC_C_COUNT], after[URNIC_C_COUNT];
+
+	rc_step(rc, "a gap: the response at PSN %u, not %u", r->first_psn + 1, r->first_psn);
+	script_peer_send_read_response(rc, &r->p, URNIC_OP_READ_RESP_MIDDLE, r->first_psn + 1,
+				       r->mem + rc->mtu, rc->mtu);
+	RC_CHECK(rc, read_request(rc, r, 1000, n) == r->first_psn &&
+			     read_request(rc, r, 1000, n) == r->first_psn + slice,
+		 "after the gap: both requests again");
+	rc_read_counters(rc, before);
+	rc_step(rc, "a NAK names PSN %u within the round trip", r->first_psn + slice);
+	script_peer_send_aeth(rc, &r->p, URNIC_AETH_NAK, r->first_psn + slice);
+	for (int ms = 0; ms < 1000; ms++) { /* until the requester has taken the NAK */
+		rc_read_counters(rc, after);
+		if (after[URNIC_C_nak_seq_rcvd] != before[URNIC_C_nak_seq_rcvd])
+			break;
+		rc_sleep_ms(1);
+	}
+	uint64_t stale = after[URNIC_C_stale_naks] - before[URNIC_C_stale_naks];
+
+	RC_CHECK(rc, stale == 1,
+		 "stale_naks moved by %llu, expected 1: the NAK sent the requester back again to "
+		 "where the gap had just sent it", (unsigned long long)stale);
+}
+
 static int test(struct rc *rc)
 {
 	static struct reader r;
@@ -79,12 +148,16 @@ static int test(struct rc *rc)
 	RC_CHECK(rc, read_request(rc, &r, 1000, &n) == r.first_psn + slice && n == slice,
 		 "the second request");
 
+	if (strcmp(mode, "--stale") == 0)
+		gap_then_stale_nak(rc, &r, slice, &n);
 	rc_step(rc, "neither answered; a NAK names PSN %u, the second slice's", r.first_psn + slice);
 	script_peer_send_aeth(rc, &r.p, URNIC_AETH_NAK, r.first_psn + slice);
 	uint32_t psn = read_request(rc, &r, 1000, &n);
 
 	RC_CHECK(rc, psn == r.first_psn, "after the NAK: a request at PSN %u, not the first (%u)",
 		 psn, r.first_psn);
+	if (strcmp(mode, "--gap") == 0)
+		psn = held_gap(rc, &r, slice, &n);
 
 	rc_step(rc, "each request answered as asked, until every packet of the READ is");
 	uint32_t next = r.first_psn; /* answered in order up to here */
@@ -107,9 +180,12 @@ static int test(struct rc *rc)
 	return RC_PASS;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-	struct rc_opts o = script_peer_defaults("rc_read_nak_slice");
+	mode = argc > 1 ? argv[1] : "";
+	struct rc_opts o = script_peer_defaults(strcmp(mode, "--gap") == 0	  ? "rc_read_nak_gap"
+						: strcmp(mode, "--stale") == 0 ? "rc_read_nak_stale"
+									 : "rc_read_nak_slice");
 
 	o.max_rd_atomic = 16;
 	return rc_run_local(&o, test);
