@@ -96,10 +96,21 @@ static struct urnic_swqe *oldest_outstanding(struct urnic_qp *qp)
  * After a go-back the requester may not yet have sent again what an ACK of the first sending
  * covers: it skips ahead over what the responder has (never past what was ever sent) and
  * counts only up to where it stands; a READ or atomic in the way is asked again. */
+/* Whether an acknowledgement through psn says nothing of what the requester lacks: the oldest
+ * WQE is a READ or atomic whose first missing response lies within psn. The responder took the
+ * request, but its responses are what went missing: a go-back for them was no mistake (a stale
+ * NAK after a timer's go-back undid the window's cut and counted a spurious go-back). */
+static bool responses_due_within(struct urnic_qp *qp, uint32_t psn)
+{
+	struct urnic_swqe *w = oldest_outstanding(qp);
+
+	return w && wqe_is_rd_atomic(w) && psn_diff(psn, psn_add(w->first_psn, w->rcvd)) >= 0;
+}
+
 static bool ack_through(struct urnic_qp *qp, uint32_t psn)
 {
 	if (psn_diff(psn, qp->snd_nxt) >= 0 && psn_diff(psn, qp->snd_max) < 0 &&
-	    urnic_rtx_spurious(qp))
+	    !responses_due_within(qp, psn) && urnic_rtx_spurious(qp))
 		urnic_req_skip_to(qp, qp->snd_max); /* the first sending is still on its way */
 	if (psn_diff(psn, qp->snd_nxt) >= 0)
 		psn = psn_add(qp->snd_nxt, URNIC_PSN_MASK);

@@ -22,7 +22,13 @@
  *
  * With --stale, the other order: the gap first (asked again at once, from the first response),
  * then, within the round trip, the NAK naming the second slice. That NAK would send the
- * requester back to where it has just gone: it is stale (stale_naks), held, not acted on. */
+ * requester back to where it has just gone: it is stale (stale_naks), held, not acted on.
+ *
+ * With --spurious, a READ of four slices, none answered until the retransmission timer sends
+ * the requester back to the first (its window cut); then a NAK naming the third slice. The
+ * NAK acknowledges requests the timer's go-back has not sent again, but the READ still lacks
+ * every response: the go-back was no mistake. It was counted as one (spurious_gobacks), and
+ * the window's cut undone. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,7 +43,7 @@
 #define LOFF (64u << 10) /* where the READ lands in rc->buf, past the warm-ups */
 #define MAX_REQUESTS 64	 /* requests answered before the READ must be */
 
-static const char *mode = ""; /* --gap, --stale */
+static const char *mode = ""; /* --gap, --stale, --spurious */
 
 struct reader {
 	struct script_peer p;
@@ -123,6 +129,35 @@ static void gap_then_stale_nak(struct rc *rc, struct reader *r, uint32_t slice, 
 		 "where the gap had just sent it", (unsigned long long)stale);
 }
 
+/* Before the main NAK (all four requests read): the timer's go-back, then a NAK for the third
+ * slice, which must not count the go-back as spurious. */
+static void timer_then_nak(struct rc *rc, struct reader *r, uint32_t slice, uint32_t *n)
+{
+	uint64_t before[URNIC_C_COUNT], after[URNIC_C_COUNT];
+
+	RC_CHECK(rc, read_request(rc, r, 1000, n) == r->first_psn + 2 * slice &&
+			     read_request(rc, r, 1000, n) == r->first_psn + 3 * slice,
+		 "the third and fourth requests");
+	rc_read_counters(rc, before);
+	rc_step(rc, "none answered: the timer's go-back");
+	RC_CHECK(rc, read_request(rc, r, 2000, n) == r->first_psn, "the timer's go-back");
+	rc_read_counters(rc, after);
+	RC_CHECK(rc, after[URNIC_C_rto_expiries] != before[URNIC_C_rto_expiries],
+		 "a request again, and no timer expired");
+	rc_step(rc, "a NAK names PSN %u, the third slice's", r->first_psn + 2 * slice);
+	script_peer_send_aeth(rc, &r->p, URNIC_AETH_NAK, r->first_psn + 2 * slice);
+	for (int ms = 0; ms < 1000; ms++) { /* until the requester has taken the NAK */
+		rc_read_counters(rc, after);
+		if (after[URNIC_C_nak_seq_rcvd] != before[URNIC_C_nak_seq_rcvd])
+			break;
+		rc_sleep_ms(1);
+	}
+	uint64_t spurious = after[URNIC_C_spurious_gobacks] - before[URNIC_C_spurious_gobacks];
+
+	RC_CHECK(rc, spurious == 0, "spurious_gobacks moved by %llu: the NAK taken for proof that "
+		 "the READ's go-back was a mistake", (unsigned long long)spurious);
+}
+
 static int test(struct rc *rc)
 {
 	static struct reader r;
@@ -133,7 +168,7 @@ static int test(struct rc *rc)
 
 	r.p = (struct script_peer){.first_psn = SQ_PSN, .npkts = SCRIPT_PEER_WARMUPS, .seed = SEED};
 	r.first_psn = SQ_PSN + SCRIPT_PEER_WARMUPS;
-	r.npkts = 2 * slice;
+	r.npkts = (strcmp(mode, "--spurious") == 0 ? 4 : 2) * slice;
 	r.mem = malloc((size_t)r.npkts * rc->mtu);
 	RC_CHECK(rc, r.mem, "out of memory");
 	rc_fill(r.mem, (size_t)r.npkts * rc->mtu, RESP_SEED);
@@ -150,6 +185,8 @@ static int test(struct rc *rc)
 
 	if (strcmp(mode, "--stale") == 0)
 		gap_then_stale_nak(rc, &r, slice, &n);
+	if (strcmp(mode, "--spurious") == 0)
+		timer_then_nak(rc, &r, slice, &n);
 	rc_step(rc, "neither answered; a NAK names PSN %u, the second slice's", r.first_psn + slice);
 	script_peer_send_aeth(rc, &r.p, URNIC_AETH_NAK, r.first_psn + slice);
 	uint32_t psn = read_request(rc, &r, 1000, &n);
@@ -183,9 +220,11 @@ static int test(struct rc *rc)
 int main(int argc, char **argv)
 {
 	mode = argc > 1 ? argv[1] : "";
-	struct rc_opts o = script_peer_defaults(strcmp(mode, "--gap") == 0	  ? "rc_read_nak_gap"
-						: strcmp(mode, "--stale") == 0 ? "rc_read_nak_stale"
-									 : "rc_read_nak_slice");
+	struct rc_opts o = script_peer_defaults(
+	    strcmp(mode, "--gap") == 0	       ? "rc_read_nak_gap"
+	    : strcmp(mode, "--stale") == 0     ? "rc_read_nak_stale"
+	    : strcmp(mode, "--spurious") == 0 ? "rc_read_nak_spurious"
+					       : "rc_read_nak_slice");
 
 	o.max_rd_atomic = 16;
 	return rc_run_local(&o, test);
