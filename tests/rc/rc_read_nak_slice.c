@@ -101,6 +101,18 @@ static uint32_t held_gap(struct rc *rc, struct reader *r, uint32_t slice, uint32
 	return psn;
 }
 
+/* Reads the counters into after until the requester has taken a NAK since before (1 s). */
+static void await_nak_taken(struct rc *rc, const uint64_t *before, uint64_t *after)
+{
+	for (int ms = 0; ms < 1000; ms++) {
+		rc_read_counters(rc, after);
+		if (after[URNIC_C_nak_seq_rcvd] != before[URNIC_C_nak_seq_rcvd])
+			return;
+		rc_sleep_ms(1);
+	}
+	rc_fail(rc, "the NAK not taken within 1 s");
+}
+
 /* Before the main NAK: a gap at the first response, asked again at once (both requests
  * again), then the same NAK within the round trip: stale. */
 static void gap_then_stale_nak(struct rc *rc, struct reader *r, uint32_t slice, uint32_t *n)
@@ -116,12 +128,7 @@ static void gap_then_stale_nak(struct rc *rc, struct reader *r, uint32_t slice, 
 	rc_read_counters(rc, before);
 	rc_step(rc, "a NAK names PSN %u within the round trip", r->first_psn + slice);
 	script_peer_send_aeth(rc, &r->p, URNIC_AETH_NAK, r->first_psn + slice);
-	for (int ms = 0; ms < 1000; ms++) { /* until the requester has taken the NAK */
-		rc_read_counters(rc, after);
-		if (after[URNIC_C_nak_seq_rcvd] != before[URNIC_C_nak_seq_rcvd])
-			break;
-		rc_sleep_ms(1);
-	}
+	await_nak_taken(rc, before, after);
 	uint64_t stale = after[URNIC_C_stale_naks] - before[URNIC_C_stale_naks];
 
 	RC_CHECK(rc, stale == 1,
@@ -146,12 +153,7 @@ static void timer_then_nak(struct rc *rc, struct reader *r, uint32_t slice, uint
 		 "a request again, and no timer expired");
 	rc_step(rc, "a NAK names PSN %u, the third slice's", r->first_psn + 2 * slice);
 	script_peer_send_aeth(rc, &r->p, URNIC_AETH_NAK, r->first_psn + 2 * slice);
-	for (int ms = 0; ms < 1000; ms++) { /* until the requester has taken the NAK */
-		rc_read_counters(rc, after);
-		if (after[URNIC_C_nak_seq_rcvd] != before[URNIC_C_nak_seq_rcvd])
-			break;
-		rc_sleep_ms(1);
-	}
+	await_nak_taken(rc, before, after);
 	uint64_t spurious = after[URNIC_C_spurious_gobacks] - before[URNIC_C_spurious_gobacks];
 
 	RC_CHECK(rc, spurious == 0, "spurious_gobacks moved by %llu: the NAK taken for proof that "
