@@ -90,12 +90,6 @@ static struct urnic_swqe *oldest_outstanding(struct urnic_qp *qp)
 	return qp->sq_cons != qp->sq_next || w->sent > 0 ? w : NULL;
 }
 
-/* Every request PSN up to and including psn is acknowledged. A READ or atomic is only done by
- * its responses: acknowledgement stops at its first missing response, and one that the ACK
- * covers entirely was lost (implicit NAK), so it goes again and this returns false.
- * After a go-back the requester may not yet have sent again what an ACK of the first sending
- * covers: it skips ahead over what the responder has (never past what was ever sent) and
- * counts only up to where it stands; a READ or atomic in the way is asked again. */
 /* Whether an acknowledgement through psn says nothing of what the requester lacks: the oldest
  * WQE is a READ or atomic whose first missing response lies within psn. The responder took the
  * request, but its responses are what went missing: a go-back for them was no mistake (a stale
@@ -107,6 +101,12 @@ static bool responses_due_within(struct urnic_qp *qp, uint32_t psn)
 	return w && wqe_is_rd_atomic(w) && psn_diff(psn, psn_add(w->first_psn, w->rcvd)) >= 0;
 }
 
+/* Every request PSN up to and including psn is acknowledged. A READ or atomic is only done by
+ * its responses: acknowledgement stops at its first missing response, and one that the ACK
+ * covers entirely was lost (implicit NAK), so it goes again and this returns false.
+ * After a go-back the requester may not yet have sent again what an ACK of the first sending
+ * covers: it skips ahead over what the responder has (never past what was ever sent) and
+ * counts only up to where it stands; a READ or atomic in the way is asked again. */
 static bool ack_through(struct urnic_qp *qp, uint32_t psn)
 {
 	if (psn_diff(psn, qp->snd_nxt) >= 0 && psn_diff(psn, qp->snd_max) < 0 &&
