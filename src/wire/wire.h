@@ -363,7 +363,7 @@ bool urnic_icrc_check_seg(const struct urnic_ip4_flow *flow, const uint8_t *pkt,
 /* How a peer stamps its IPv4 IDs, learned from its first packet. Zero (unknown) until then. */
 enum urnic_ip_id_kind {
 	URNIC_IP_IDS_UNKNOWN,
-	URNIC_IP_IDS_FIXED,    /* ID 0 with DF, or a GSO segment's number: urnic, Linux sockets */
+	URNIC_IP_IDS_FIXED,    /* ID 0 with DF, or a GSO segment's number: urnic (unconnected) */
 	URNIC_IP_IDS_COUNTING, /* a counter per destination: Linux rxe */
 };
 
