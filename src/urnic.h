@@ -270,6 +270,7 @@ struct urnic_rtx {
 	uint64_t goback_ns;
 	uint64_t nak_held_at; /* ns: when a NAK held as maybe stale is judged; 0: none held */
 	bool held_read_gap;   /* what is held is a READ response gap, not a NAK */
+	uint32_t held_psn;    /* the latest PSN held (a NAK's, or a gap's expected one) */
 	uint64_t probe_at;    /* ns: when a tail loss probe goes; 0: none due */
 	uint64_t probe_from;  /* ns: the progress (or send into an idle QP) it is timed from */
 	bool probed;          /* a probe went since the last progress: no sample, no other probe */

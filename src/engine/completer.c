@@ -90,15 +90,31 @@ static struct urnic_swqe *oldest_outstanding(struct urnic_qp *qp)
 	return qp->sq_cons != qp->sq_next || w->sent > 0 ? w : NULL;
 }
 
-/* Whether an acknowledgement through psn says nothing of what the requester lacks: the oldest
- * WQE is a READ or atomic whose first missing response lies within psn. The responder took the
- * request, but its responses are what went missing: a go-back for them was no mistake (a stale
- * NAK after a timer's go-back undid the window's cut and counted a spurious go-back). */
+/* Whether an acknowledgement through psn says nothing of what the requester lacks: a READ or
+ * atomic sent before it lacks a response within psn. The responder took the request, but its
+ * responses are what went missing: a go-back for them was no mistake (a stale NAK after a
+ * timer's go-back undid the window's cut and counted a spurious go-back). The WQEs' PSNs are
+ * counted on from the oldest's: one not sent again since the go-back keeps no first PSN of its
+ * own that this could trust. */
 static bool responses_due_within(struct urnic_qp *qp, uint32_t psn)
 {
-	struct urnic_swqe *w = oldest_outstanding(qp);
+	struct urnic_swqe *oldest = oldest_outstanding(qp);
 
-	return w && wqe_is_rd_atomic(w) && psn_diff(psn, psn_add(w->first_psn, w->rcvd)) >= 0;
+	if (!oldest)
+		return false;
+	uint32_t first = oldest->first_psn;
+
+	for (uint32_t i = qp->sq_cons; i != qp->sq_prod; i++) {
+		struct urnic_swqe *w = sq_at(qp, i);
+
+		if (psn_diff(first, psn) > 0 || psn_diff(first, qp->snd_max) >= 0)
+			return false;
+		if (wqe_is_rd_atomic(w) && w->rcvd < w->npkts &&
+		    psn_diff(psn, psn_add(first, w->rcvd)) >= 0)
+			return true;
+		first = psn_add(first, w->npkts);
+	}
+	return false;
 }
 
 /* Every request PSN up to and including psn is acknowledged. A READ or atomic is only done by

@@ -321,15 +321,19 @@ static uint64_t nak_rttvar_ns(const struct urnic_rtx *r)
 	return r->srtt_ns ? r->rttvar_ns : URNIC_RTO_MIN_NS / 8;
 }
 
-/* A NAK maybe stale, or a READ response gap after a go-back: judged a round trip after the
- * go-back (once per go-back). */
-static void hold_nak(struct urnic_qp *qp, bool read_gap)
+/* A NAK maybe stale, or a READ response gap after a go-back, naming psn: judged a round trip
+ * after the go-back (once per go-back), by the latest PSN held. */
+static void hold_nak(struct urnic_qp *qp, bool read_gap, uint32_t psn)
 {
 	struct urnic_rtx *r = &qp->rtx;
 
-	if (r->nak_held_at)
+	if (r->nak_held_at) {
+		if (psn_diff(psn, r->held_psn) > 0)
+			r->held_psn = psn;
 		return;
+	}
 	r->held_read_gap = read_gap;
+	r->held_psn = psn;
 	r->nak_held_at = r->goback_ns + nak_rtt_ns(r) + 4 * nak_rttvar_ns(r);
 	urnic_engine_deadline(qp->dev, r->nak_held_at);
 }
@@ -337,19 +341,18 @@ static void hold_nak(struct urnic_qp *qp, bool read_gap)
 bool urnic_rtx_nak_is_stale(struct urnic_qp *qp, uint32_t psn)
 {
 	const struct urnic_rtx *r = &qp->rtx;
-	bool stale = r->goback_ns &&
-		     (psn == r->goback_psn || urnic_req_goback_to(qp, psn) == r->goback_to) &&
-		     since(urnic_clock_ns(), r->goback_ns) < nak_rtt_ns(r);
+	bool stale = r->goback_ns && since(urnic_clock_ns(), r->goback_ns) < nak_rtt_ns(r) &&
+		     (psn == r->goback_psn || urnic_req_goback_to(qp, psn) == r->goback_to);
 
 	if (stale)
-		hold_nak(qp, false);
+		hold_nak(qp, false, psn);
 	return stale;
 }
 
 void urnic_rtx_read_gap(struct urnic_qp *qp, uint32_t expected)
 {
 	if (qp->rtx.goback_ns && expected == qp->rtx.goback_to)
-		hold_nak(qp, true);
+		hold_nak(qp, true, expected);
 }
 
 bool urnic_rtx_read_gap_answered(struct urnic_qp *qp, uint32_t expected)
@@ -359,7 +362,7 @@ bool urnic_rtx_read_gap_answered(struct urnic_qp *qp, uint32_t expected)
 			since(urnic_clock_ns(), r->goback_ns) < nak_rtt_ns(r);
 
 	if (answered)
-		hold_nak(qp, true);
+		hold_nak(qp, true, expected);
 	return answered;
 }
 
@@ -370,8 +373,9 @@ bool urnic_rtx_held_nak_due(struct urnic_qp *qp, uint64_t now)
 	if (!r->nak_held_at || now < r->nak_held_at)
 		return false;
 	r->nak_held_at = 0;
-	/* the retransmitted PSN still unacknowledged: the NAK was for the retransmission */
-	return awaiting_ack(qp) && psn_diff(qp->snd_una, r->goback_to) <= 0;
+	/* the PSN held still unacknowledged: the NAK was for the retransmission (a READ's go-back
+	 * may start before it: what it asked for up to there may have come, and the rest not) */
+	return awaiting_ack(qp) && psn_diff(qp->snd_una, r->held_psn) <= 0;
 }
 
 void urnic_rtx_retransmitting(struct urnic_qp *qp, uint32_t psn, uint32_t to)

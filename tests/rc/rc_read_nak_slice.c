@@ -24,6 +24,12 @@
  * then, within the round trip, the NAK naming the second slice. That NAK would send the
  * requester back to where it has just gone: it is stale (stale_naks), held, not acted on.
  *
+ * With --held, the go-back's first request is answered in full, the second is lost again, and
+ * the NAK comes again within the round trip: stale, held, and a round trip later judged by its
+ * own PSN, still unacknowledged: the requester goes back at once (nak_psn_seq_err_held). It was
+ * judged by where the go-back had started, the first slice, acknowledged by then: the second
+ * waited for the retransmission timer.
+ *
  * With --spurious, a READ of four slices, none answered until the retransmission timer sends
  * the requester back to the first (its window cut); then a NAK naming the third slice. The
  * NAK acknowledges requests the timer's go-back has not sent again, but the READ still lacks
@@ -43,7 +49,7 @@
 #define LOFF (64u << 10) /* where the READ lands in rc->buf, past the warm-ups */
 #define MAX_REQUESTS 64	 /* requests answered before the READ must be */
 
-static const char *mode = ""; /* --gap, --stale, --spurious */
+static const char *mode = ""; /* --gap, --stale, --held, --spurious */
 
 struct reader {
 	struct script_peer p;
@@ -74,18 +80,16 @@ static uint32_t read_request(struct rc *rc, struct reader *r, unsigned ms, uint3
 	return (uint32_t)psn;
 }
 
-/* After the NAK's go-back (its first request read): the second slice's request again, then a
- * gap at the first response, held until its round trip is over. Returns the next request. */
-static uint32_t held_gap(struct rc *rc, struct reader *r, uint32_t slice, uint32_t *n)
+/* After the NAK and the gap right behind it (counters in before, taken before the NAK), and
+ * the go-back's first request read: the second slice's request again, then the gap held until
+ * its round trip is over. Returns the next request. */
+static uint32_t held_gap(struct rc *rc, struct reader *r, uint32_t slice, uint32_t *n,
+			 const uint64_t *before)
 {
-	uint64_t before[URNIC_C_COUNT], after[URNIC_C_COUNT];
+	uint64_t after[URNIC_C_COUNT];
 
 	RC_CHECK(rc, read_request(rc, r, 1000, n) == r->first_psn + slice,
 		 "after the NAK: the second slice's request again");
-	rc_read_counters(rc, before);
-	rc_step(rc, "a gap: the response at PSN %u, not %u", r->first_psn + 1, r->first_psn);
-	script_peer_send_read_response(rc, &r->p, URNIC_OP_READ_RESP_MIDDLE, r->first_psn + 1,
-				       r->mem + rc->mtu, rc->mtu);
 	uint32_t psn = read_request(rc, r, 1000, n);
 
 	rc_read_counters(rc, after);
@@ -101,6 +105,42 @@ static uint32_t held_gap(struct rc *rc, struct reader *r, uint32_t slice, uint32
 	return psn;
 }
 
+/* After the NAK's go-back (its first request read, counters in before from before the NAK):
+ * the second request again, left unanswered; the first answered; the NAK again. Returns the
+ * next request, which must come a round trip later, not after the timer. */
+static uint32_t held_nak(struct rc *rc, struct reader *r, uint32_t slice, uint32_t *n,
+			 const uint64_t *before)
+{
+	uint64_t after[URNIC_C_COUNT];
+
+	RC_CHECK(rc, read_request(rc, r, 1000, n) == r->first_psn + slice,
+		 "after the NAK: the second slice's request again");
+	rc_step(rc, "the first slice answered, the second not; the NAK again");
+	script_peer_send_read_responses(rc, &r->p, r->first_psn, slice, r->mem);
+	script_peer_send_aeth(rc, &r->p, URNIC_AETH_NAK, r->first_psn + slice);
+	uint32_t psn = read_request(rc, r, 1000, n);
+
+	rc_read_counters(rc, after);
+	uint64_t held = after[URNIC_C_held_naks] - before[URNIC_C_held_naks];
+	uint64_t expiries = after[URNIC_C_rto_expiries] - before[URNIC_C_rto_expiries];
+
+	rc_step(rc, "asked again from PSN %u; %llu held NAKs gone back for, %llu timer expiries",
+		psn, (unsigned long long)held, (unsigned long long)expiries);
+	RC_CHECK(rc, psn == r->first_psn + slice, "a request at PSN %u", psn);
+	RC_CHECK(rc, held == 1 && expiries == 0,
+		 "nak_psn_seq_err_held moved by %llu, timer expiries by %llu: the held NAK was not "
+		 "judged by its own PSN", (unsigned long long)held, (unsigned long long)expiries);
+	return psn;
+}
+
+/* The response at PSN first + 1, not first: a gap. */
+static void send_gap(struct rc *rc, struct reader *r)
+{
+	rc_step(rc, "a gap: the response at PSN %u, not %u", r->first_psn + 1, r->first_psn);
+	script_peer_send_read_response(rc, &r->p, URNIC_OP_READ_RESP_MIDDLE, r->first_psn + 1,
+				       r->mem + rc->mtu, rc->mtu);
+}
+
 /* Reads the counters into after until the requester has taken a NAK since before (1 s). */
 static void await_nak_taken(struct rc *rc, const uint64_t *before, uint64_t *after)
 {
@@ -114,20 +154,18 @@ static void await_nak_taken(struct rc *rc, const uint64_t *before, uint64_t *aft
 }
 
 /* Before the main NAK: a gap at the first response, asked again at once (both requests
- * again), then the same NAK within the round trip: stale. */
+ * again), and right behind it the same NAK, within the round trip: stale. */
 static void gap_then_stale_nak(struct rc *rc, struct reader *r, uint32_t slice, uint32_t *n)
 {
 	uint64_t before[URNIC_C_COUNT], after[URNIC_C_COUNT];
 
-	rc_step(rc, "a gap: the response at PSN %u, not %u", r->first_psn + 1, r->first_psn);
-	script_peer_send_read_response(rc, &r->p, URNIC_OP_READ_RESP_MIDDLE, r->first_psn + 1,
-				       r->mem + rc->mtu, rc->mtu);
+	rc_read_counters(rc, before);
+	send_gap(rc, r);
+	rc_step(rc, "a NAK names PSN %u right behind it", r->first_psn + slice);
+	script_peer_send_aeth(rc, &r->p, URNIC_AETH_NAK, r->first_psn + slice);
 	RC_CHECK(rc, read_request(rc, r, 1000, n) == r->first_psn &&
 			     read_request(rc, r, 1000, n) == r->first_psn + slice,
 		 "after the gap: both requests again");
-	rc_read_counters(rc, before);
-	rc_step(rc, "a NAK names PSN %u within the round trip", r->first_psn + slice);
-	script_peer_send_aeth(rc, &r->p, URNIC_AETH_NAK, r->first_psn + slice);
 	await_nak_taken(rc, before, after);
 	uint64_t stale = after[URNIC_C_stale_naks] - before[URNIC_C_stale_naks];
 
@@ -150,7 +188,7 @@ static void timer_then_nak(struct rc *rc, struct reader *r, uint32_t slice, uint
 	RC_CHECK(rc, read_request(rc, r, 2000, n) == r->first_psn, "the timer's go-back");
 	rc_read_counters(rc, after);
 	RC_CHECK(rc, after[URNIC_C_rto_expiries] != before[URNIC_C_rto_expiries],
-		 "a request again, and no timer expired");
+		 "a request came again, but no timer expired");
 	rc_step(rc, "a NAK names PSN %u, the third slice's", r->first_psn + 2 * slice);
 	script_peer_send_aeth(rc, &r->p, URNIC_AETH_NAK, r->first_psn + 2 * slice);
 	await_nak_taken(rc, before, after);
@@ -189,17 +227,25 @@ static int test(struct rc *rc)
 		gap_then_stale_nak(rc, &r, slice, &n);
 	if (strcmp(mode, "--spurious") == 0)
 		timer_then_nak(rc, &r, slice, &n);
+	uint64_t before[URNIC_C_COUNT];
+
+	rc_read_counters(rc, before);
 	rc_step(rc, "neither answered; a NAK names PSN %u, the second slice's", r.first_psn + slice);
 	script_peer_send_aeth(rc, &r.p, URNIC_AETH_NAK, r.first_psn + slice);
+	if (strcmp(mode, "--gap") == 0)
+		send_gap(rc, &r);
 	uint32_t psn = read_request(rc, &r, 1000, &n);
 
 	RC_CHECK(rc, psn == r.first_psn, "after the NAK: a request at PSN %u, not the first (%u)",
 		 psn, r.first_psn);
 	if (strcmp(mode, "--gap") == 0)
-		psn = held_gap(rc, &r, slice, &n);
+		psn = held_gap(rc, &r, slice, &n, before);
+	if (strcmp(mode, "--held") == 0)
+		psn = held_nak(rc, &r, slice, &n, before);
 
 	rc_step(rc, "each request answered as asked, until every packet of the READ is");
-	uint32_t next = r.first_psn; /* answered in order up to here */
+	/* answered in order up to here (--held: the first slice already) */
+	uint32_t next = r.first_psn + (strcmp(mode, "--held") == 0 ? slice : 0);
 
 	for (int k = 0;; k++) {
 		script_peer_send_read_responses(rc, &r.p, psn, n,
@@ -221,12 +267,21 @@ static int test(struct rc *rc)
 
 int main(int argc, char **argv)
 {
+	static const struct {
+		const char *arg, *name;
+	} modes[] = {
+	    {"--gap", "rc_read_nak_gap"},
+	    {"--stale", "rc_read_nak_stale"},
+	    {"--held", "rc_read_nak_held"},
+	    {"--spurious", "rc_read_nak_spurious"},
+	};
+	const char *name = "rc_read_nak_slice";
+
 	mode = argc > 1 ? argv[1] : "";
-	struct rc_opts o = script_peer_defaults(
-	    strcmp(mode, "--gap") == 0	       ? "rc_read_nak_gap"
-	    : strcmp(mode, "--stale") == 0     ? "rc_read_nak_stale"
-	    : strcmp(mode, "--spurious") == 0 ? "rc_read_nak_spurious"
-					       : "rc_read_nak_slice");
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
+		if (strcmp(mode, modes[i].arg) == 0)
+			name = modes[i].name;
+	struct rc_opts o = script_peer_defaults(name);
 
 	o.max_rd_atomic = 16;
 	return rc_run_local(&o, test);
