@@ -285,6 +285,14 @@ struct urnic_rtx {
 	bool window_cut; /* cut since the last progress: ssthresh is already set */
 };
 
+/* A UD QP's record of one sender's IPv4 IDs: each peer stamps its own kind (a urnic peer 0, an
+ * rxe peer a counter), so one record for all of them would drop the first packet of one peer
+ * after another's. */
+struct urnic_ip_id_peer {
+	uint32_t addr; /* network order; 0: free */
+	struct urnic_ip_id_track ids;
+};
+
 struct urnic_qp {
 	struct ibv_qp ibv;
 	pthread_mutex_t lock;
@@ -296,7 +304,10 @@ struct urnic_qp {
 	bool sq_sig_all;
 	uint32_t peer_addr; /* network order, from the AV's GID */
 	uint16_t sport_idx;
-	struct urnic_ip_id_track peer_ip_id; /* ICRC: the peer's IPv4 IDs as seen */
+	struct urnic_ip_id_track peer_ip_id; /* ICRC: the peer's IPv4 IDs as seen (RC, UC) */
+	/* a UD QP's, one per source address heard lately (recv.c, peer_ip_ids) */
+	struct urnic_ip_id_peer ud_ip_ids[URNIC_UD_ID_PEERS];
+	uint8_t ud_ip_ids_next; /* the slot a new address takes */
 	uint32_t mtu;       /* bytes: the path MTU, or URNIC_SHM_MTU between ring peers */
 	uint32_t window;    /* packets the requester may have outstanding */
 

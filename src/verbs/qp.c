@@ -222,6 +222,8 @@ static int enter_rtr(struct urnic_qp *qp)
 	qp->rd_head = qp->rd_count = 0;
 	urnic_gid_to_ipv4(&qp->attr.ah_attr.grh.dgid, &qp->peer_addr);
 	qp->peer_ip_id = (struct urnic_ip_id_track){0};
+	memset(qp->ud_ip_ids, 0, sizeof(qp->ud_ip_ids));
+	qp->ud_ip_ids_next = 0;
 	/* a UD message is one packet of up to the port's MTU */
 	qp->mtu = urnic_mtu_bytes(qp->ibv.qp_type == IBV_QPT_UD ? qp->dev->active_mtu
 								: (int)qp->attr.path_mtu);

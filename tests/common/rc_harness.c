@@ -951,6 +951,14 @@ void rc_read_counters(struct rc *rc, uint64_t *out)
 	urnic_stats_fold(&s, out);
 }
 
+uint64_t rc_counter(struct rc *rc, unsigned c)
+{
+	uint64_t v[URNIC_C_COUNT];
+
+	rc_read_counters(rc, v);
+	return c < URNIC_C_COUNT ? v[c] : 0;
+}
+
 long rc_rss_kib(pid_t pid)
 {
 	char path[64], line[256];

@@ -170,6 +170,8 @@ uint32_t rc_rand(uint32_t *state);
 /* This process's device-wide `urnic stats` counters (URNIC_C_COUNT of them, enum urnic_counter
  * order), read from its stats file; skips the test where there is none. */
 void rc_read_counters(struct rc *rc, uint64_t *out);
+/* One of them: c is an enum urnic_counter. */
+uint64_t rc_counter(struct rc *rc, unsigned c);
 
 double rc_now_ms(void);
 void rc_sleep_ms(unsigned ms);

@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/ip.h> /* IP_DF */
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,7 @@
 #include "net/net.h"
 #include "urnic.h"
 
-static void bind_near(struct rc *rc, struct script_peer *p)
+void script_peer_bind_near(struct rc *rc, struct script_peer *p)
 {
 	RC_CHECK(rc, urnic_gid_to_ipv4(&rc->me.gid, &p->requester_addr), "GID 0 is not IPv4");
 	p->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -52,7 +53,7 @@ void script_peer_open(struct rc *rc, struct script_peer *p, uint32_t sq_psn)
 			       .addr = 0x10000,
 			       .rkey = 0x77};
 
-	bind_near(rc, p);
+	script_peer_bind_near(rc, p);
 	urnic_gid_from_ipv4(p->addr, &peer.gid);
 	rc->peer = peer;
 	rc_qp_init(rc, rc->qp[0]);
@@ -148,7 +149,10 @@ static void send_sealed(struct rc *rc, struct script_peer *p, uint8_t *pkt, size
 				 .sin_port = htons(URNIC_ROCEV2_PORT),
 				 .sin_addr.s_addr = p->requester_addr};
 
-	urnic_icrc_compute(&flow, &iov, 1, iov.iov_len, pkt + iov.iov_len);
+	urnic_icrc_compute_ipid(&flow, p->ip_id, IP_DF, &iov, 1, iov.iov_len,
+				pkt + iov.iov_len);
+	if (p->ip_id)
+		p->ip_id++;
 	RC_CHECK(rc, sendto(p->fd, pkt, len, 0, (struct sockaddr *)&to, sizeof(to)) ==
 			     (ssize_t)len,
 		 "sendto: %s", strerror(errno));

@@ -21,6 +21,9 @@ struct script_peer {
 	int fd;
 	uint32_t addr, requester_addr; /* network order */
 	uint32_t requester_qpn;
+	/* the IPv4 ID the next packet's ICRC is sealed for: 0 always, as a urnic peer sends, or
+	 * counting up from where a test sets it, as rxe's do */
+	uint16_t ip_id;
 	uint32_t received; /* request packets read */
 	bool ackreq;	   /* the last one read asked for an ACK */
 	/* what the WRITE being read carries: PSN first_psn + i holds the bytes at offset
@@ -39,6 +42,10 @@ struct rc_opts script_peer_defaults(const char *name);
  * rc->qp[0] to it with sq_psn as the requester's first PSN. Needs URNIC_SHM=0 and one QP. */
 void script_peer_open(struct rc *rc, struct script_peer *p, uint32_t sq_psn);
 void script_peer_close(struct script_peer *p);
+
+/* Binds p->fd to UDP 4791 at the first loopback address next to rc's that nothing holds (another
+ * peer's, for one that is not rc->qp[0]'s). */
+void script_peer_bind_near(struct rc *rc, struct script_peer *p);
 
 /* The next WRITE packet within ms, its payload checked against p's WRITE: its PSN, or -1 when
  * none came. */

@@ -26,19 +26,11 @@
 #define QUIET_MS 20	 /* no request this long: the requester waits */
 #define EXPIRY_MS 3000	 /* the timer (about 120 ms) must have expired by then */
 
-static uint64_t counter(struct rc *rc, enum urnic_counter c)
-{
-	uint64_t v[URNIC_C_COUNT];
-
-	rc_read_counters(rc, v);
-	return v[c];
-}
-
 /* Reads requests without answering until the timer has expired and no request came for
  * QUIET_MS: the last request read, which *len describes. */
 static uint32_t requests_until_expiry(struct rc *rc, struct script_peer *p, uint32_t *len)
 {
-	uint64_t expiries = counter(rc, URNIC_C_rto_expiries), va;
+	uint64_t expiries = rc_counter(rc, URNIC_C_rto_expiries), va;
 	int64_t last = -1, psn;
 	double start = rc_now_ms();
 
@@ -51,7 +43,7 @@ static uint32_t requests_until_expiry(struct rc *rc, struct script_peer *p, uint
 			*len = l;
 			continue;
 		}
-		if (counter(rc, URNIC_C_rto_expiries) > expiries)
+		if (rc_counter(rc, URNIC_C_rto_expiries) > expiries)
 			break;
 		RC_CHECK(rc, rc_now_ms() - start < EXPIRY_MS, "no timer expiry in %d ms",
 			 EXPIRY_MS);

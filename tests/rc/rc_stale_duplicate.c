@@ -29,14 +29,6 @@
 #define SEED 73
 #define QUIET_MS 100 /* no answer this long: none is coming */
 
-static uint64_t counter(struct rc *rc, enum urnic_counter c)
-{
-	uint64_t v[URNIC_C_COUNT];
-
-	rc_read_counters(rc, v);
-	return v[c];
-}
-
 static uint64_t memory(struct rc *rc)
 {
 	uint64_t v;
@@ -75,11 +67,11 @@ static void dropped_as_stale(struct rc *rc, struct script_peer *p, uint64_t befo
 
 	RC_CHECK(rc, !script_peer_recv_response(rc, p, QUIET_MS, &r),
 		 "answered with opcode %#x at PSN %u", r.opcode, r.psn);
-	while (counter(rc, URNIC_C_drop_stale_rd_atomic) == before && rc_now_ms() < end)
+	while (rc_counter(rc, URNIC_C_drop_stale_rd_atomic) == before && rc_now_ms() < end)
 		rc_sleep_ms(1);
-	RC_CHECK(rc, counter(rc, URNIC_C_drop_stale_rd_atomic) == before + 1,
+	RC_CHECK(rc, rc_counter(rc, URNIC_C_drop_stale_rd_atomic) == before + 1,
 		 "drop_stale_read_atomic moved by %llu, expected 1",
-		 (unsigned long long)(counter(rc, URNIC_C_drop_stale_rd_atomic) - before));
+		 (unsigned long long)(rc_counter(rc, URNIC_C_drop_stale_rd_atomic) - before));
 }
 
 static int test(struct rc *rc)
@@ -87,7 +79,7 @@ static int test(struct rc *rc)
 	struct script_peer p = {0};
 	struct script_response r;
 	const uint32_t psn = SCRIPT_PEER_PSN;
-	uint64_t v = INITIAL, nak_inv = counter(rc, URNIC_C_nak_inv_sent);
+	uint64_t v = INITIAL, nak_inv = rc_counter(rc, URNIC_C_nak_inv_sent);
 
 	script_peer_open(rc, &p, SQ_PSN);
 	rc_fill(rc->buf + ROFF, RLEN, SEED);
@@ -102,7 +94,7 @@ static int test(struct rc *rc)
 	fetch_add(rc, &p, psn + 2, 7, INITIAL + 5); /* the READ's resource is recycled */
 
 	rc_step(rc, "the READ at PSN %u again, late: older than both resources", psn);
-	uint64_t stale = counter(rc, URNIC_C_drop_stale_rd_atomic);
+	uint64_t stale = rc_counter(rc, URNIC_C_drop_stale_rd_atomic);
 
 	script_peer_send_read_request(rc, &p, psn, ROFF, RLEN);
 	dropped_as_stale(rc, &p, stale);
@@ -115,7 +107,7 @@ static int test(struct rc *rc)
 
 	fetch_add(rc, &p, psn + 3, 11, INITIAL + 12); /* recycles PSN psn + 1's record */
 	rc_step(rc, "the FETCH_ADD at PSN %u again, late: older than both resources", psn + 1);
-	stale = counter(rc, URNIC_C_drop_stale_rd_atomic);
+	stale = rc_counter(rc, URNIC_C_drop_stale_rd_atomic);
 	script_peer_send_fetch_add(rc, &p, psn + 1, AOFF, 5);
 	dropped_as_stale(rc, &p, stale);
 	RC_CHECK(rc, memory(rc) == INITIAL + 23, "counter %llu, expected %u: an atomic ran twice",
@@ -135,7 +127,7 @@ static int test(struct rc *rc)
 	RC_CHECK(rc, r.orig == INITIAL + 36, "original value %llu", (unsigned long long)r.orig);
 	RC_CHECK(rc, !script_peer_recv_response(rc, &p, QUIET_MS, &r),
 		 "answered with opcode %#x at PSN %u", r.opcode, r.psn);
-	RC_CHECK(rc, counter(rc, URNIC_C_nak_inv_sent) == nak_inv, "an invalid-request NAK");
+	RC_CHECK(rc, rc_counter(rc, URNIC_C_nak_inv_sent) == nak_inv, "an invalid-request NAK");
 	script_peer_close(&p);
 	return RC_PASS;
 }
