@@ -346,13 +346,19 @@ static uint32_t goback_wqe(struct urnic_qp *qp, uint32_t psn, uint32_t *end)
 	return idx;
 }
 
+/* Where a go-back for psn that resumes WQE idx (goback_wqe) puts the cursor. */
+static uint32_t goback_psn_at(struct urnic_qp *qp, uint32_t psn, uint32_t idx, uint32_t end)
+{
+	if (idx == end || sq_at(qp, idx)->opcode != IBV_WR_RDMA_READ)
+		return psn;
+	return psn_add(sq_at(qp, idx)->first_psn, sq_at(qp, idx)->rcvd);
+}
+
 uint32_t urnic_req_goback_to(struct urnic_qp *qp, uint32_t psn)
 {
 	uint32_t end, idx = goback_wqe(qp, psn, &end);
 
-	if (idx == end || sq_at(qp, idx)->opcode != IBV_WR_RDMA_READ)
-		return psn;
-	return psn_add(sq_at(qp, idx)->first_psn, sq_at(qp, idx)->rcvd);
+	return goback_psn_at(qp, psn, idx, end);
 }
 
 /* Moves the send cursor back to psn: the WQE goback_wqe names goes on from there (a READ,
@@ -367,7 +373,7 @@ static uint32_t rewind_to(struct urnic_qp *qp, uint32_t psn, bool responses_rece
 	uint32_t end, idx = goback_wqe(qp, psn, &end);
 
 	if (responses_received)
-		psn = urnic_req_goback_to(qp, psn);
+		psn = goback_psn_at(qp, psn, idx, end);
 	for (uint32_t i = idx; i != end; i++) {
 		sq_at(qp, i)->state = URNIC_WQE_POSTED;
 		sq_at(qp, i)->sent = 0;
