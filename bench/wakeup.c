@@ -5,7 +5,10 @@
  *     (a spinning thread there, as a busy-polling application);
  *   - the same from CPU 0 itself (the waker's cost only);
  *   - how long a ppoll() of 2 and 10 us really sleeps;
- *   - an empty system call.
+ *   - an empty system call;
+ *   - moving a timerfd later, when it is its CPU's next timer (400 us out) and when it is not
+ *     (100 s out): what a polling application would pay to keep a sleeper's deadline ahead;
+ *   - the first touch of a page of fresh anonymous memory (a page fault).
  * Needs two CPUs. Built as build/bin/wakeup (or gcc -O2 -pthread -o /tmp/wakeup bench/wakeup.c). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -19,8 +22,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -135,6 +140,43 @@ static void timer_rounds(long ns)
 	print_us(label, write_ns, ROUNDS);
 }
 
+/* Re-arms a timerfd ahead_ns from now, ROUNDS times, 20 us apart (a polling loop's pace). */
+static void rearm_rounds(uint64_t ahead_ns, const char *label)
+{
+	int tfd = timerfd_create(CLOCK_MONOTONIC, 0);
+
+	for (int i = 0; i < ROUNDS; i++) {
+		uint64_t t0 = now_ns(), at = t0 + ahead_ns;
+		struct itimerspec its = {.it_value = {(time_t)(at / 1000000000ull),
+						      (long)(at % 1000000000ull)}};
+
+		timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);
+		write_ns[i] = now_ns() - t0;
+		while (now_ns() - t0 < 20000)
+			;
+	}
+	close(tfd);
+	print_us(label, write_ns, ROUNDS);
+}
+
+static void fault_rounds(void)
+{
+	const size_t page = 4096;
+	uint8_t *m = mmap(NULL, ROUNDS * page, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (m == MAP_FAILED)
+		return;
+	for (int i = 0; i < ROUNDS; i++) {
+		uint64_t t0 = now_ns();
+
+		((volatile uint8_t *)m)[(size_t)i * page] = 1;
+		write_ns[i] = now_ns() - t0;
+	}
+	munmap(m, ROUNDS * page);
+	print_us("first write to a fresh anonymous page", write_ns, ROUNDS);
+}
+
 int main(void)
 {
 	if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
@@ -155,5 +197,9 @@ int main(void)
 	for (int i = 0; i < 100000; i++)
 		syscall(SYS_getppid);
 	printf("an empty system call (getppid): %.2f us\n", (double)(now_ns() - t0) / 1e8);
+	printf("timerfd_settime, moving the timer on (CPU 1):\n");
+	rearm_rounds(400000, "its CPU's next timer, 400 us out");
+	rearm_rounds(100000000000ull, "100 s out, behind the tick");
+	fault_rounds();
 	return 0;
 }
