@@ -305,9 +305,6 @@ struct urnic_qp {
 	uint32_t peer_addr; /* network order, from the AV's GID */
 	uint16_t sport_idx;
 	struct urnic_ip_id_track peer_ip_id; /* ICRC: the peer's IPv4 IDs as seen (RC, UC) */
-	/* a UD QP's, one per source address heard lately (recv.c, peer_ip_ids) */
-	struct urnic_ip_id_peer ud_ip_ids[URNIC_UD_ID_PEERS];
-	uint8_t ud_ip_ids_next; /* the slot a new address takes */
 	uint32_t mtu;       /* bytes: the path MTU, or URNIC_SHM_MTU between ring peers */
 	uint32_t window;    /* packets the requester may have outstanding */
 
@@ -361,6 +358,10 @@ struct urnic_qp {
 	uint64_t ack_hold_until; /* ns; an owed ACK waits until then for a request to carry it */
 	bool on_ack_list;
 	int live_idx; /* index in dev->qps */
+
+	/* a UD QP's, one per sender whose packet passed (recv.c, check_icrc) */
+	struct urnic_ip_id_peer ud_ip_ids[URNIC_UD_ID_PEERS];
+	uint8_t ud_ip_ids_next; /* the slot the next new sender takes */
 };
 
 static inline struct urnic_qp *to_uqp(struct ibv_qp *q)

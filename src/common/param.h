@@ -100,9 +100,9 @@
  * that wide means a million packets lost in a row, so the packet is forged or corrupt, and a NAK
  * would make the real requester go back for nothing. */
 #define URNIC_RESP_PSN_WINDOW (1 << 20)
-/* The senders a UD QP follows the IPv4 IDs of at once (for the ICRC check). A sender past them
- * takes the slot filled longest ago and starts unknown again: its next packet is
- * checked at about 15 bits instead of 21-25, once. */
+/* The senders a UD QP follows the IPv4 IDs of at once (for the ICRC check). A new sender, once
+ * a packet of its passes, takes the slot filled longest ago, and the sender there starts unknown
+ * again: its next packet is checked at about 15 bits instead of 21-25, once. */
 #define URNIC_UD_ID_PEERS 8
 /* ibv_post_send sends at once while fewer packets than this are unacknowledged, and otherwise
  * leaves the new WRs to the next ACK (doorbell batching, ACK-clocked). 1: only an idle QP sends

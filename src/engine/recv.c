@@ -49,34 +49,36 @@ static int check_qp(struct rx_ctx *c)
 	return PASS;
 }
 
-/* The record of the sender's IPv4 IDs to check a packet against. An RC or UC QP keeps its
- * peer's; a packet from any other address (to be dropped by check_peer) is checked as from an
- * unknown peer and teaches nothing, or a forger's ID 0 would make the QP's record take its rxe
- * peer for a urnic one. A UD QP keeps one per sender, the one filled longest ago making room. */
-static struct urnic_ip_id_track *peer_ip_ids(struct urnic_qp *qp, uint32_t saddr,
-					     struct urnic_ip_id_track *scratch)
+/* The record of the sender's IPv4 IDs to check a packet against, or NULL for none kept: an RC
+ * or UC QP keeps its peer's; a UD QP one for each of URNIC_UD_ID_PEERS senders. A packet from
+ * an address without one is checked as from an unknown peer. For an RC or UC QP it teaches
+ * nothing (check_peer drops it later): a forger's ID 0 would make the QP take its rxe peer for
+ * a urnic one. */
+static struct urnic_ip_id_track *peer_ip_ids(struct urnic_qp *qp, uint32_t saddr)
 {
-	if (qp->ibv.qp_type != IBV_QPT_UD) {
-		if (saddr == qp->peer_addr)
-			return &qp->peer_ip_id;
-		*scratch = (struct urnic_ip_id_track){0};
-		return scratch;
-	}
+	if (qp->ibv.qp_type != IBV_QPT_UD)
+		return saddr == qp->peer_addr ? &qp->peer_ip_id : NULL;
 	for (int i = 0; i < URNIC_UD_ID_PEERS; i++)
 		if (qp->ud_ip_ids[i].addr == saddr)
 			return &qp->ud_ip_ids[i].ids;
-	struct urnic_ip_id_peer *p = &qp->ud_ip_ids[qp->ud_ip_ids_next];
+	return NULL;
+}
 
+/* A UD QP's new sender, once a packet of its passed: its record takes the slot filled longest
+ * ago. Not before, or corrupt or forged datagrams from made-up addresses would push the real
+ * senders' records out. */
+static void ud_ip_ids_add(struct urnic_qp *qp, uint32_t saddr, const struct urnic_ip_id_track *t)
+{
+	qp->ud_ip_ids[qp->ud_ip_ids_next] = (struct urnic_ip_id_peer){.addr = saddr, .ids = *t};
 	qp->ud_ip_ids_next = (uint8_t)((qp->ud_ip_ids_next + 1) % URNIC_UD_ID_PEERS);
-	*p = (struct urnic_ip_id_peer){.addr = saddr};
-	return &p->ids;
 }
 
 static int check_icrc(struct rx_ctx *c)
 {
 	if (c->pkt->local) /* from a shared-memory ring: no wire to corrupt it (net/shm.c) */
 		return PASS;
-	struct urnic_ip_id_track scratch;
+	struct urnic_ip_id_track scratch = {0};
+	struct urnic_ip_id_track *ids = peer_ip_ids(c->qp, c->pkt->saddr);
 	struct urnic_ip4_flow flow = {
 		.saddr = c->pkt->saddr,
 		.daddr = c->pkt->daddr,
@@ -84,10 +86,12 @@ static int check_icrc(struct rx_ctx *c)
 		.dport = URNIC_ROCEV2_PORT,
 	};
 
-	return urnic_icrc_check_track(&flow, c->pkt->data, c->pkt->len, c->pkt->seg,
-				      peer_ip_ids(c->qp, c->pkt->saddr, &scratch))
-		       ? PASS
-		       : DROP(drop_icrc);
+	if (!urnic_icrc_check_track(&flow, c->pkt->data, c->pkt->len, c->pkt->seg,
+				    ids ? ids : &scratch))
+		return DROP(drop_icrc);
+	if (!ids && c->qp->ibv.qp_type == IBV_QPT_UD)
+		ud_ip_ids_add(c->qp, c->pkt->saddr, &scratch);
+	return PASS;
 }
 
 static int check_transport(struct rx_ctx *c)

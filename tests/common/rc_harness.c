@@ -955,8 +955,10 @@ uint64_t rc_counter(struct rc *rc, unsigned c)
 {
 	uint64_t v[URNIC_C_COUNT];
 
+	if (c >= URNIC_C_COUNT)
+		rc_fail(rc, "no counter %u", c);
 	rc_read_counters(rc, v);
-	return c < URNIC_C_COUNT ? v[c] : 0;
+	return v[c];
 }
 
 long rc_rss_kib(pid_t pid)

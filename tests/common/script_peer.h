@@ -22,7 +22,7 @@ struct script_peer {
 	uint32_t addr, requester_addr; /* network order */
 	uint32_t requester_qpn;
 	/* the IPv4 ID the next packet's ICRC is sealed for: 0 always, as a urnic peer sends, or
-	 * counting up from where a test sets it, as rxe's do */
+	 * counting up from where a test sets it, as rxe's do (up to 65535, then 0 for good) */
 	uint16_t ip_id;
 	uint32_t received; /* request packets read */
 	bool ackreq;	   /* the last one read asked for an ACK */

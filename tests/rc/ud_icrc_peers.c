@@ -4,11 +4,16 @@
  * With one record for the whole QP, the first datagram of an rxe peer after a urnic peer's was
  * dropped as corrupt, and so was a urnic peer's segment number after an rxe peer's.
  *
- * Datagrams are forged on plain UDP sockets at three loopback addresses and sealed for the IDs
- * such peers stamp, interleaved: a urnic-like sender (IDs 0 and 3, 5), and two rxe-like ones
- * counting from 30000 and from 1000. Then eight more senders, one datagram each, take every
- * slot, and the first rxe-like sender is heard again. Each datagram must arrive byte for byte,
- * with its sender's address in the GRH and its source QPN. */
+ * Datagrams are forged on plain UDP sockets at loopback addresses next to the device's and
+ * sealed for the IDs such peers stamp, interleaved: a urnic-like sender (IDs 0, 3, 5), and two
+ * rxe-like ones counting from 30000 and from 1000. Each must arrive byte for byte, with its
+ * sender's address in the GRH and its source QPN. Then:
+ *   - corrupt datagrams from eight new addresses take no sender's record: a datagram of the
+ *     first rxe-like sender far outside its window (only an unknown sender's passes) is still
+ *     dropped;
+ *   - eight new senders whose datagrams pass take every slot: the first two senders are
+ *     unknown again, and IDs their old records refused (far from the counter; 40000 from the
+ *     urnic-like one) now pass. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <infiniband/verbs.h>
@@ -31,6 +36,7 @@
 #define SENDERS 11    /* the three, then eight to take every slot */
 #define SRC_QPN 0x300 /* sender k's QPN: SRC_QPN + k */
 #define WAIT_MS 2000
+#define QUIET_MS 200 /* nothing delivered this long: it was dropped */
 
 #define FAIL(...)                                                                                  \
 	do {                                                                                       \
@@ -72,7 +78,8 @@ static uint32_t bind_next(struct sender *s, uint32_t x_from)
 		s->port = ntohs(sin.sin_port);
 		return x + 1;
 	}
-	FAIL("no free loopback address near the device's");
+	fprintf(stderr, "ud_icrc_peers: no free loopback address next to the device's\n");
+	exit(77); /* a device on another address: the test's premise is loopback */
 }
 
 static void setup(struct ibv_context *ctx)
@@ -102,8 +109,9 @@ static void setup(struct ibv_context *ctx)
 		FAIL("RTR");
 }
 
-/* A SEND ONLY datagram from sender k, sealed for IPv4 ID ip_id (with DF, as both kinds send). */
-static void forge(int k, uint16_t ip_id, uint8_t seed)
+/* A SEND ONLY datagram from sender k, sealed for IPv4 ID ip_id (with DF, as both kinds send);
+ * corrupt: then a payload bit flipped, one that no ID makes pass as an unknown sender's. */
+static void forge(int k, uint16_t ip_id, uint8_t seed, bool corrupt)
 {
 	const struct sender *s = &senders[k];
 	uint8_t pkt[URNIC_BTH_LEN + URNIC_DETH_LEN + LEN + URNIC_ICRC_LEN];
@@ -126,6 +134,12 @@ static void forge(int k, uint16_t ip_id, uint8_t seed)
 	for (int i = 0; i < LEN; i++)
 		pkt[URNIC_BTH_LEN + URNIC_DETH_LEN + i] = (uint8_t)(seed + i * 13);
 	urnic_icrc_compute_ipid(&flow, ip_id, IP_DF, &iov, 1, body, pkt + body);
+	for (int bit = 0; corrupt; bit++) {
+		struct urnic_ip_id_track unknown = {0};
+
+		pkt[URNIC_BTH_LEN + URNIC_DETH_LEN + bit / 8] ^= (uint8_t)(1u << (bit % 8));
+		corrupt = urnic_icrc_check_track(&flow, pkt, sizeof(pkt), 0, &unknown);
+	}
 	if (sendto(s->fd, pkt, sizeof(pkt), 0, (struct sockaddr *)&to, sizeof(to)) !=
 	    (ssize_t)sizeof(pkt))
 		FAIL("sendto: %s", strerror(errno));
@@ -146,23 +160,37 @@ static bool poll_within(struct ibv_wc *wc, int ms)
 	}
 }
 
-/* Sender k's datagram sealed for ip_id arrives, and is the one sent. */
-static void deliver(int k, uint16_t ip_id, const char *what)
+static uint8_t seed = 1; /* the next datagram's, and the wr_id of the receive for it */
+static bool posted;	 /* a receive is posted, its wr_id the seed it was posted with */
+static uint8_t posted_id;
+
+static void post_one(void)
 {
-	static uint8_t seed = 1;
 	struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = BUF, .lkey = mr->lkey};
 	struct ibv_recv_wr wr = {.wr_id = seed, .sg_list = &sge, .num_sge = 1}, *bad;
-	struct ibv_wc wc;
 
+	if (posted)
+		return;
 	memset(buf, 0xa5, BUF);
 	if (ibv_post_recv(qp, &wr, &bad))
 		FAIL("post_recv");
-	forge(k, ip_id, seed);
+	posted = true;
+	posted_id = seed;
+}
+
+/* Sender k's datagram sealed for ip_id arrives, and is the one sent. */
+static void deliver(int k, uint16_t ip_id, const char *what)
+{
+	struct ibv_wc wc;
+
+	post_one();
+	forge(k, ip_id, seed, false);
 	if (!poll_within(&wc, WAIT_MS))
 		FAIL("sender %d's datagram (%s, IPv4 ID %u) not delivered in %d ms: dropped as "
 		     "corrupt, checked against another sender's IDs?",
 		     k, what, ip_id, WAIT_MS);
-	if (wc.status != IBV_WC_SUCCESS || wc.wr_id != seed || wc.byte_len != GRH + LEN)
+	posted = false;
+	if (wc.status != IBV_WC_SUCCESS || wc.wr_id != posted_id || wc.byte_len != GRH + LEN)
 		FAIL("sender %d: %s, wr_id %llu, %u bytes", k, ibv_wc_status_str(wc.status),
 		     (unsigned long long)wc.wr_id, wc.byte_len);
 	if (wc.src_qp != SRC_QPN + (uint32_t)k || memcmp(buf + 32, &senders[k].addr, 4) != 0)
@@ -175,13 +203,24 @@ static void deliver(int k, uint16_t ip_id, const char *what)
 	seed++;
 }
 
+/* Sender k's datagram (sealed for ip_id, corrupt or not) is dropped. */
+static void dropped(int k, uint16_t ip_id, bool corrupt, const char *what)
+{
+	struct ibv_wc wc;
+
+	post_one();
+	forge(k, ip_id, seed++, corrupt);
+	if (poll_within(&wc, QUIET_MS))
+		FAIL("sender %d's datagram (%s, IPv4 ID %u) was delivered", k, what, ip_id);
+}
+
 int main(void)
 {
 	struct ibv_device **list = ibv_get_device_list(NULL);
 	struct ibv_context *ctx = list && list[0] ? ibv_open_device(list[0]) : NULL;
 	uint32_t x = 1;
 
-	alarm(60);
+	alarm(25);
 	if (!ctx)
 		FAIL("no device");
 	setup(ctx);
@@ -196,10 +235,14 @@ int main(void)
 	deliver(0, 5, "urnic-like, a GSO segment's number");
 	deliver(2, 1001, "the second rxe-like");
 	deliver(1, 30002, "rxe-like");
+	for (int k = 3; k < SENDERS; k++)
+		dropped(k, 0, true, "corrupt, from a new address");
+	dropped(1, 60000, false, "rxe-like, far outside its window: its record was kept");
+	deliver(1, 30003, "rxe-like, back in its window");
 	for (int k = 3; k < SENDERS; k++) /* every slot taken: the first three are forgotten */
 		deliver(k, 0, "urnic-like, one of eight more");
-	deliver(1, 30003, "rxe-like, forgotten: unknown again");
-	deliver(0, 7, "urnic-like, forgotten: unknown again");
+	deliver(1, 50000, "rxe-like, forgotten: unknown again");
+	deliver(0, 40000, "urnic-like, forgotten: unknown again");
 
 	for (int k = 0; k < SENDERS; k++)
 		close(senders[k].fd);
