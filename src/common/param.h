@@ -48,11 +48,14 @@
 #define URNIC_SHM_PEERS 256 /* intra-host peers one device can have rings with, each way */
 /* An RC or UC QP whose peer is reached through a shared-memory ring (net/shm.c) uses this
  * packet size instead of its path MTU, the same on both ends since each decides it at RTR from
- * the same fact (the other has a ring inbox): a packet's fixed costs come once per 64 KiB, not
- * once per 4 KiB. Its window keeps what one QP has in flight to about half of a 4 MiB ring
- * (24 packets, with AckReq twice per window, left the sender waiting for ACKs with the ring
- * empty: 1 MiB WRITE over the rings 21 -> 26 GB/s at 32 with AckReq four times per window). */
-#define URNIC_SHM_MTU (64u << 10)
+ * the same fact (the other has a ring inbox): a packet's fixed costs come once per 256 KiB, not
+ * once per 4 KiB. 64 KiB until payloads went by place; since, 256 KiB took 1 MiB WRITE +8-10%
+ * and READ +12-15% (payloads in the ring, URNIC_SHM_MR=0, lost up to 5% for WRITE; 128 KiB:
+ * +4%, +5%, and +5% in the ring). Its window of 32 (24, with AckReq twice per window, left the
+ * sender waiting for ACKs with the ring empty: 1 MiB WRITE over the rings 21 -> 26 GB/s at 32
+ * with AckReq four times per window, with 64 KiB packets) holds more than a 4 MiB ring of
+ * payloads in the ring: a full ring holds the rest back (net/shm.c). */
+#define URNIC_SHM_MTU (256u << 10)
 #define URNIC_SHM_WINDOW 32
 /* A receive takes at most this much of a ring at once: the batch's ACKs and the ring space it
  * frees go back when it is done, and a batch of a whole window (1.5 MiB, 80 us of copying)

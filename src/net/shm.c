@@ -423,7 +423,7 @@ static struct shm_route *route_of(struct urnic_shm *s, uint32_t daddr)
 /* The process whose inbox r's ring was announced to has died: if a new one listens at its
  * address now, a new ring (same name) is made for it and the old one goes. With nobody there the
  * old ring stays: its packets are lost, as they would be on the way to a dead host, and the
- * route keeps to one path (a connection's 64 KiB packets have no other). Holds r->lock. */
+ * route keeps to one path (a connection's 256 KiB packets have no other). Holds r->lock. */
 static void renew_if_dead(struct urnic_shm *s, struct shm_route *r)
 {
 	struct shm_inbox *old_inbox = r->inbox;

@@ -1,5 +1,5 @@
 /* rc_shm_packets: between ring peers an RC message travels in packets of URNIC_SHM_MTU, not of
- * the path MTU: a WRITE and a READ of each size take ceil(size / 64 KiB) packets (a zero-length
+ * the path MTU: a WRITE and a READ of each size take ceil(size / URNIC_SHM_MTU) packets (a zero-length
  * one takes one), counted at the requester, and land byte for byte, including sizes one byte
  * either side of a packet boundary. */
 #include "rc_harness.h"
