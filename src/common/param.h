@@ -78,7 +78,7 @@
  * again after this long if nothing runs its QP first: a 4 MiB ring drains in about half a
  * millisecond. */
 #define URNIC_TX_HELD_RETRY_NS 50000ull
-/* READ response bytes sent per QP per engine turn (64 packets on the wire at a 4 KiB MTU, 4
+/* READ response bytes sent per QP per engine turn (64 packets on the wire at a 4 KiB MTU, 1
  * through a ring): QPs answering READs at once take turns, so each sees its responses begin
  * within one round of all of them, not after every earlier QP's whole READ (which, 16 MiB deep
  * through a 4 MiB ring, outlasts the requester's retransmission timer). */

@@ -1,22 +1,22 @@
 /* shm.c - the intra-host path: packets between urnic processes of one host through
  * shared-memory rings instead of UDP sockets.
  *
- * Each device that has the path on publishes an inbox, /dev/shm/urnic-inbox-NETNS-ADDR (NETNS:
- * the network namespace's inode, so only peers that would reach the address over the network
- * namespace's own routes find it). A process sending to ADDR for the first time maps that inbox
- * and creates one ring of its own for the pair, /dev/shm/urnic-ring-NETNS-SADDR-DADDR-PID: a
- * single-producer single-consumer ring of 4 MiB holding packets as records of their own length
- * (an ACK takes 64 bytes, a full packet 4160), the producing process's threads taking a mutex of
- * their own. It tells the receiver with a control datagram on the receiver's UDP
- * port naming the ring; the receiver checks the name, the owner and the header, and maps it.
- * From then on the packets - the same BTH-to-ICRC bytes the wire would carry - are copied into
- * the ring, and the receiver's engine reads them in place, through every check the wire's
- * packets pass except the ICRC (no wire between them), and gives the space back after the
- * batch. A connection's packet that finds the ring full is held back: its requester keeps it
- * and sends it again once the ring has room, without counting a loss (a response or an ACK is
- * lost, as on a full link, and the transport recovers it); a UD datagram takes the UDP socket
- * instead (no order to keep). The
- * transport above (PSNs, ACKs, retransmission, RNR, every error) is the same code on both paths.
+ * Each device that has the path on publishes an inbox, /dev/shm/urnic-inbox-NETNS-ADDR (NETNS: the
+ * network namespace's inode, so only peers that would reach the address over the network
+ * namespace's own routes find it). A process sending to ADDR for the first time maps that inbox and
+ * creates one ring of its own for the pair, /dev/shm/urnic-ring-NETNS-SADDR-DADDR-PID: a
+ * single-producer single-consumer ring of 4 MiB holding packets as records of their own length (an
+ * ACK takes 64 bytes, a packet of URNIC_SHM_MTU bytes of payload a little more), the producing
+ * process's threads taking a mutex of their own. It tells the receiver with a control datagram on
+ * the receiver's UDP port naming the ring; the receiver checks the name, the owner and the header,
+ * and maps it. From then on the packets - the same BTH-to-ICRC bytes the wire would carry - are
+ * copied into the ring, and the receiver's engine reads them in place, through every check the
+ * wire's packets pass except the ICRC (no wire between them), and gives the space back after the
+ * batch. A connection's packet that finds the ring full is held back: its requester keeps it and
+ * sends it again once the ring has room, without counting a loss (a response or an ACK is lost, as
+ * on a full link, and the transport recovers it); a UD datagram takes the UDP socket instead (no
+ * order to keep). The transport above (PSNs, ACKs, retransmission, RNR, every error) is the same
+ * code on both paths.
  *
  * Waking: a receiver about to sleep on its socket sets inbox->sleeping and looks at its rings
  * once more; a producer publishes, then reads the flag (both with a full fence: neither can miss

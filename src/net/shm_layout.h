@@ -7,12 +7,16 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "common/param.h"
+
 #define INBOX_MAGIC 0x75726e6963696e62ull /* "urnicinb" */
 #define RING_MAGIC 0x75726e696372696eull  /* "urnicrin" */
 /* 2: packets of up to URNIC_SHM_MTU between ring peers; 3: records published by their seal;
  * 4: a record's packet may start past a pad; 5: payloads by place (struct shm_place); 6: packets
  * of up to 256 KiB (a version-5 peer would take one for a broken ring) */
 #define SHM_VERSION 6
+/* a consumer takes a longer packet for a broken ring: a new size needs a new version */
+_Static_assert(URNIC_SHM_MTU == (256u << 10), "a new URNIC_SHM_MTU needs a new SHM_VERSION");
 #define RING_BYTES (4u << 20)
 #define REC_ALIGN 64u
 #define REC_WRAP 0xffffffffu /* the rest of the ring is padding: go on at its start */

@@ -5,8 +5,9 @@
  * nothing of it, and nothing beyond it, counts it once in shm_ring_broken, and neither
  * busy-waits on it nor refuses to sleep because of what is left in it. A record by place whose
  * region is gone is a counted drop, not a broken ring; a good one arrives with its payload read
- * in the producer's pages. Each producer is a urnic device of this process whose ring the test
- * then scribbles on through /dev/shm, as a hostile process of this user could. */
+ * in the producer's pages. A device whose inbox names another SHM_VERSION is no ring peer. Each
+ * producer is a urnic device of this process whose ring the test then scribbles on through
+ * /dev/shm, as a hostile process of this user could. */
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -117,6 +118,42 @@ static void case_broken(struct urnic_net *a, const char *src, const char *what,
 	CHECK(!receive(a, "after", 50, &n) && n == 0, "%s: a broken ring was read again", what);
 	munmap(ring, sizeof(*ring));
 	urnic_net_close(&b);
+}
+
+/* A device whose inbox says another SHM_VERSION (a urnic build of another ring layout or packet
+ * size) is no ring peer: a producer that has not met it yet does not reach it through a ring,
+ * and its packets take the socket. */
+static void case_old_version(const char *consumer, const char *producer)
+{
+	struct urnic_net c, b;
+	struct stat st;
+	char name[NAME_LEN];
+	int n;
+
+	CHECK(urnic_net_open(&c, addr_of(consumer)) == 0, "open a consumer at %s", consumer);
+	CHECK(urnic_net_open(&b, addr_of(producer)) == 0, "open a producer at %s", producer);
+	CHECK(stat("/proc/self/ns/net", &st) == 0, "stat the network namespace");
+	snprintf(name, sizeof(name), "/urnic-inbox-%lu-%08x", (unsigned long)st.st_ino,
+		 (unsigned)ntohl(c.addr));
+	int fd = shm_open(name, O_RDWR, 0);
+
+	CHECK(fd >= 0, "open %s", name);
+	struct shm_inbox *in = mmap(NULL, sizeof(*in), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+
+	close(fd);
+	CHECK(in != MAP_FAILED, "map %s", name);
+	CHECK(in->version == SHM_VERSION, "inbox version %u, this build's %u", in->version,
+	      SHM_VERSION);
+	in->version = SHM_VERSION - 1;
+	CHECK(!urnic_shm_reaches(&b, c.addr), "a version-%u inbox taken for a ring peer",
+	      SHM_VERSION - 1);
+	send_one(&b, c.addr, "over the socket");
+	CHECK(!receive(&c, "over the socket", 50, &n) && n == 0,
+	      "%d packets came through a ring to a version-%u inbox", n, SHM_VERSION - 1);
+	in->version = SHM_VERSION;
+	munmap(in, sizeof(*in));
+	urnic_net_close(&b);
+	urnic_net_close(&c);
 }
 
 /* Writes a record of length len after pad bytes at stream offset at and seals it there. */
@@ -344,6 +381,7 @@ int main(void)
 	CHECK(urnic_share_get(region, REGION_LEN) &&
 		      urnic_share_find(region, REGION_LEN, &region_ref),
 	      "share this process's pages");
+	case_old_version("127.88.1.13", "127.88.1.14");
 	case_places(&a, "127.88.1.10");
 	case_place_refused(&a, "127.88.1.12");
 	case_broken(&a, "127.88.1.2", "a record longer than any packet", too_long, 1);

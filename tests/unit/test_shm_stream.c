@@ -68,11 +68,13 @@ static void expect(uint8_t *want, const uint8_t *src, size_t off, uint32_t total
 
 int main(void)
 {
-	static const uint32_t totals[] = {HDR_LEN + 32767, HDR_LEN + 32768, HDR_LEN + 32769,
-					  HDR_LEN + 40001, HDR_LEN + 65536 - 5, HDR_LEN + 65536};
+	static const uint32_t totals[] = {HDR_LEN + 32767,	     HDR_LEN + 32768,
+					  HDR_LEN + 32769,	     HDR_LEN + 40001,
+					  HDR_LEN + 65536 - 5,	     HDR_LEN + 65536,
+					  HDR_LEN + URNIC_SHM_MTU - 5, HDR_LEN + URNIC_SHM_MTU};
 	struct urnic_net consumer, producer;
 	struct urnic_net_tally t = {0};
-	uint8_t *src = malloc(HDR_LEN + 65536 + 64), *want = malloc(HDR_LEN + 65536);
+	uint8_t *src = malloc(HDR_LEN + URNIC_SHM_MTU + 64), *want = malloc(HDR_LEN + URNIC_SHM_MTU);
 	unsigned sent = 0;
 
 	CHECK(src && want, "malloc");
@@ -85,7 +87,7 @@ int main(void)
 				uint32_t total = totals[k];
 				int n = 0;
 
-				fill(src, HDR_LEN + 65536 + 64, sent);
+				fill(src, HDR_LEN + URNIC_SHM_MTU + 64, sent);
 				send_packet(&producer, consumer.addr, src, off, total, cuts);
 				expect(want, src, off, total);
 				for (int tries = 0; tries < 1000 && n == 0; tries++)
