@@ -41,6 +41,7 @@ static int test(struct rc *rc)
 	rc_fill(mem, (size_t)NPKTS * rc->mtu, RESP_SEED);
 	script_peer_open(rc, &p, SQ_PSN);
 	uint64_t gaps0 = rc_counter(rc, URNIC_C_read_gaps);
+	uint64_t timeouts0 = rc_counter(rc, URNIC_C_timeouts);
 
 	rc_step(rc, "a %u-packet READ; every request for it gets its LAST response alone", NPKTS);
 	rc_wr(rc, &w, IBV_WR_RDMA_READ, 11, 0, (size_t)NPKTS * rc->mtu, 0);
@@ -54,8 +55,8 @@ static int test(struct rc *rc)
 
 		if (psn >= 0) {
 			RC_CHECK(rc, psn == SQ_PSN && len == NPKTS * rc->mtu,
-				 "request %u: PSN %lld for %u bytes, expected %u for %u", requests + 1,
-				 (long long)psn, len, SQ_PSN, NPKTS * rc->mtu);
+				 "request %u: PSN %lld for %u bytes, expected %u for %u",
+				 requests + 1, (long long)psn, len, SQ_PSN, NPKTS * rc->mtu);
 			RC_CHECK(rc, requests - answered < MAX_DUE, "%u requests unanswered",
 				 requests - answered);
 			due[requests++ % MAX_DUE] = rc_now_ms() + ANSWER_MS;
@@ -70,6 +71,7 @@ static int test(struct rc *rc)
 	}
 	double took_ms = rc_now_ms() - t0;
 	uint64_t gaps = rc_counter(rc, URNIC_C_read_gaps) - gaps0;
+	uint64_t timeouts = rc_counter(rc, URNIC_C_timeouts) - timeouts0;
 
 	RC_CHECK(rc, got == 1, "no completion in %.0f ms (%u requests)", LIMIT_MS, requests);
 	rc_step(rc, "completed after %.1f ms: %u requests, %llu gaps (timeout %d, retry_cnt %d "
@@ -79,6 +81,9 @@ static int test(struct rc *rc)
 	RC_CHECK(rc, took_ms >= 0.9 * implied_ms && took_ms < 3 * implied_ms + 200,
 		 "IBV_WC_RETRY_EXC_ERR after %.1f ms; timeout %d and retry_cnt %d imply %.1f ms",
 		 took_ms, TIMEOUT, RETRY_CNT, implied_ms);
+	/* the IB timer ended it, each expiry a try; before, the gaps' go-backs spent them all */
+	RC_CHECK(rc, timeouts == 1 + RETRY_CNT, "%llu IB timeouts, expected %d",
+		 (unsigned long long)timeouts, 1 + RETRY_CNT);
 	/* the gaps were answered, not waited out: more requests than the IB timer alone makes */
 	RC_CHECK(rc, requests > 1 + RETRY_CNT && gaps >= requests - 1,
 		 "%u requests and %llu gaps: the gaps did not ask again", requests,

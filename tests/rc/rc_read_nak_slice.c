@@ -18,7 +18,8 @@
  * comes, not the first. The requester went back to that first response, so the gap is one its
  * go-back may still answer, and is held a round trip (read_response_gaps_held), as after a
  * go-back to the gap's own PSN. It was taken as a new loss instead and asked again at once,
- * spending one of retry_cnt's tries: the go-back was remembered by the NAK's PSN alone.
+ * spending one of retry_cnt's tries (as gaps did until 5bc42e4): the go-back was remembered by
+ * the NAK's PSN alone.
  *
  * With --stale, the other order: the gap first (asked again at once, from the first response),
  * then, within the round trip, the NAK naming the second slice. That NAK would send the
