@@ -45,12 +45,16 @@ void urnic_complete_send(struct urnic_qp *qp, struct urnic_swqe *w, enum ibv_wc_
 	urnic_cq_push(to_ucq(qp->ibv.send_cq), &wc, false);
 }
 
+/* The IB timer runs while anything sent is unacknowledged: up to snd_max, not the cursor, which
+ * a go-back whose packets a full ring held (net/shm.c) leaves at snd_una. Timed to the cursor, a
+ * reader that stopped with its ring full was never given up on (no IBV_WC_RETRY_EXC_ERR in 20 s
+ * where 67 ms were due: rc_retry_exc_stopped). */
 void urnic_comp_arm_timer(struct urnic_qp *qp)
 {
 	uint64_t t = urnic_ack_timeout_ns(qp->attr.timeout);
 
 	urnic_rtx_arm(qp);
-	if (qp->snd_una == qp->snd_nxt || t == 0 || qp->rnr_deadline) {
+	if (qp->snd_una == qp->snd_max || t == 0 || qp->rnr_deadline) {
 		qp->ack_deadline = 0;
 		return;
 	}
@@ -403,7 +407,7 @@ void urnic_comp_timers(struct urnic_qp *qp, uint64_t now, struct urnic_txbatch *
 		urnic_req_run(qp, b);
 	if (qp->ack_deadline && now >= qp->ack_deadline) {
 		qp->ack_deadline = 0;
-		if (qp->snd_una == qp->snd_nxt)
+		if (qp->snd_una == qp->snd_max)
 			return;
 		qp->read_gap_asked = false;
 		urnic_qp_count(qp, URNIC_C_timeouts, 1);

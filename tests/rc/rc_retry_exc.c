@@ -3,10 +3,18 @@
  * and retry_cnt give, and every WR behind it flushes; completions stay in post order.
  * --timing: with timeout 14 (67 ms) and retry_cnt 3 the error comes no earlier than 90% of the
  * (1 + retry_cnt) timeouts that the attributes imply: the fast retransmission timer below the IB
- * timeout (src/engine/retransmit.c) must not spend retries. */
+ * timeout (src/engine/retransmit.c) must not spend retries.
+ * --stopped: the same bounds, but the responder is stopped (SIGSTOP), not killed, and the
+ * WRITEs carry their payloads in the ring (URNIC_SHM_MR=0), which they fill: the packets that do
+ * not fit are held back, and the requester must still give up (it waited forever when the IB
+ * timer was timed to its cursor, which the held go-backs left at the oldest unacknowledged PSN).
+ * Over UDP the stopped responder's socket drops what does not fit. */
 #include "rc_harness.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define RETRY_CNT 3   /* 1 + 3 tries */
@@ -17,7 +25,8 @@ static struct {
 	uint8_t timeout; /* 4.096 us * 2^timeout per try */
 	double min_ms;	 /* the error may not come earlier than this after the kill */
 	double max_ms;	 /* nor later: the bound, with room for scheduling */
-} mode = {10, 0, 2000}; /* 4.2 ms per try: 16.8 ms, 67 ms even if each timer runs 4x long */
+	bool stop;	 /* SIGSTOP, not SIGKILL */
+} mode = {10, 0, 2000, false}; /* 4.2 ms per try: 16.8 ms, 67 ms even if each timer runs 4x long */
 
 static int server(struct rc *rc)
 {
@@ -52,7 +61,10 @@ static int client(struct rc *rc)
 	for (uint64_t i = 0; i < NBEFORE; i++)
 		post_write(rc, 100 + i, RC_MIB);
 	double t_kill = rc_now_ms();
-	rc_kill_peer(rc);
+	if (mode.stop)
+		RC_CHECK(rc, kill(rc->child, SIGSTOP) == 0, "SIGSTOP: %s", strerror(errno));
+	else
+		rc_kill_peer(rc);
 	for (uint64_t i = NBEFORE; i < NBEFORE + NAFTER; i++)
 		post_write(rc, 100 + i, RC_MIB);
 
@@ -80,11 +92,13 @@ static int client(struct rc *rc)
 		 "IBV_WC_RETRY_EXC_ERR %.0f ms after the kill; timeout %d, retry_cnt %d: %.0f .. "
 		 "%.0f ms",
 		 t_err - t_kill, mode.timeout, RETRY_CNT, mode.min_ms, mode.max_ms);
-	printf("rc_retry_exc: IBV_WC_RETRY_EXC_ERR %.1f ms after the kill (timeout %d, retry_cnt "
+	printf("rc_retry_exc: IBV_WC_RETRY_EXC_ERR %.1f ms after the %s (timeout %d, retry_cnt "
 	       "%d imply %.1f ms)\n",
-	       t_err - t_kill, mode.timeout, RETRY_CNT,
+	       t_err - t_kill, mode.stop ? "stop" : "kill", mode.timeout, RETRY_CNT,
 	       (1 + RETRY_CNT) * 4.096e-3 * (double)(1u << mode.timeout));
 	rc_expect_empty(rc, rc->scq, 20);
+	if (mode.stop)
+		rc_kill_peer(rc);
 	return RC_PASS;
 }
 
@@ -92,12 +106,18 @@ int main(int argc, char **argv)
 {
 	struct rc_opts o = rc_defaults("rc_retry_exc");
 
-	if (argc > 1 && strcmp(argv[1], "--timing") == 0) {
+	bool stopped = argc > 1 && strcmp(argv[1], "--stopped") == 0;
+
+	if (stopped || (argc > 1 && strcmp(argv[1], "--timing") == 0)) {
 		double implied = (1 + RETRY_CNT) * 4.096e-3 * (double)(1u << 14);
 
 		mode.timeout = 14;
 		mode.min_ms = 0.9 * implied;
 		mode.max_ms = 3 * implied + 200;
+	}
+	if (stopped) {
+		mode.stop = true;
+		setenv("URNIC_SHM_MR", "0", 1);
 	}
 	o.buf_size = 8 * RC_MIB;
 	o.alarm_s = 30;
