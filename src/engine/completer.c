@@ -48,7 +48,7 @@ void urnic_complete_send(struct urnic_qp *qp, struct urnic_swqe *w, enum ibv_wc_
 /* The IB timer runs while anything sent is unacknowledged: up to snd_max, not the cursor, which
  * a go-back whose packets a full ring held (net/shm.c) leaves at snd_una. Timed to the cursor, a
  * reader that stopped with its ring full was never given up on (no IBV_WC_RETRY_EXC_ERR in 20 s
- * where 67 ms were due: rc_retry_exc_stopped). */
+ * where 268 ms were due: rc_retry_exc_stopped). */
 void urnic_comp_arm_timer(struct urnic_qp *qp)
 {
 	uint64_t t = urnic_ack_timeout_ns(qp->attr.timeout);
@@ -415,6 +415,9 @@ void urnic_comp_timers(struct urnic_qp *qp, uint64_t now, struct urnic_txbatch *
 		retry(qp, qp->snd_una);
 		if (qp->ibv.state == IBV_QPS_RTS)
 			urnic_req_run(qp, b);
+		/* the run arms it if it built a packet; one held before it built any did not */
+		if (qp->ibv.state == IBV_QPS_RTS && !qp->ack_deadline)
+			urnic_comp_arm_timer(qp);
 		return;
 	}
 	if (urnic_rtx_probe_due(qp, now) && urnic_req_probe(qp)) {

@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/stats.h"
+
 #define RETRY_CNT 3   /* 1 + 3 tries */
 #define NBEFORE 16    /* 1 MiB WRITEs posted before the kill */
 #define NAFTER 4      /* and after it: these cannot succeed */
@@ -60,6 +62,9 @@ static int client(struct rc *rc)
 	rc_step(rc, "kill the responder mid-stream");
 	for (uint64_t i = 0; i < NBEFORE; i++)
 		post_write(rc, 100 + i, RC_MIB);
+	uint64_t before[URNIC_C_COUNT], after[URNIC_C_COUNT];
+
+	rc_read_counters(rc, before);
 	double t_kill = rc_now_ms();
 	if (mode.stop)
 		RC_CHECK(rc, kill(rc->child, SIGSTOP) == 0, "SIGSTOP: %s", strerror(errno));
@@ -89,9 +94,18 @@ static int client(struct rc *rc)
 	}
 	RC_CHECK(rc, retry_exc == 1 && ok <= NBEFORE, "%d ok, %d retry-exceeded", ok, retry_exc);
 	RC_CHECK(rc, t_err - t_kill >= mode.min_ms && t_err - t_kill < mode.max_ms,
-		 "IBV_WC_RETRY_EXC_ERR %.0f ms after the kill; timeout %d, retry_cnt %d: %.0f .. "
+		 "IBV_WC_RETRY_EXC_ERR %.0f ms after the %s; timeout %d, retry_cnt %d: %.0f .. "
 		 "%.0f ms",
-		 t_err - t_kill, mode.timeout, RETRY_CNT, mode.min_ms, mode.max_ms);
+		 t_err - t_kill, mode.stop ? "stop" : "kill", mode.timeout, RETRY_CNT, mode.min_ms,
+		 mode.max_ms);
+	rc_read_counters(rc, after);
+	/* over the rings, what --stopped is about: the ring filled and held requests back */
+	RC_CHECK(rc, !mode.stop || strcmp(rc->path, "shm") != 0 ||
+			     (after[URNIC_C_shm_ring_full] > before[URNIC_C_shm_ring_full] &&
+			      after[URNIC_C_tx_held] > before[URNIC_C_tx_held]),
+		 "the stopped reader's ring never filled: %llu packets found it full, %llu held",
+		 (unsigned long long)(after[URNIC_C_shm_ring_full] - before[URNIC_C_shm_ring_full]),
+		 (unsigned long long)(after[URNIC_C_tx_held] - before[URNIC_C_tx_held]));
 	printf("rc_retry_exc: IBV_WC_RETRY_EXC_ERR %.1f ms after the %s (timeout %d, retry_cnt "
 	       "%d imply %.1f ms)\n",
 	       t_err - t_kill, mode.stop ? "stop" : "kill", mode.timeout, RETRY_CNT,
