@@ -181,9 +181,9 @@ static const enum urnic_counter nak_rcvd_counter[] = {
 
 /* The IB timeout (its only caller): a retry that retry_cnt pays for. A PSN-sequence NAK or a
  * READ's response gap does not pay: each proves the responder alive, and the IB timer, re-armed
- * only by progress, still ends a QP whose responder answers but never moves on, after the time
- * timeout and retry_cnt imply (a gap that paid ended a READ in milliseconds: see
- * on_read_response). */
+ * by progress and by its own expiries only, still ends a QP whose responder answers but never
+ * moves on, after the time timeout and retry_cnt imply (a gap that paid ended a READ in
+ * milliseconds: see on_read_response). */
 static void retry(struct urnic_qp *qp, uint32_t psn)
 {
 	if (qp->retry_left == 0) {
@@ -287,11 +287,11 @@ static void on_read_response(struct urnic_qp *qp, const struct urnic_rxpkt *pkt,
 	if (d < 0) /* duplicate */
 		return;
 	/* A response packet went missing: ask again from there, once per go-back (the gaps that
-	 * follow are held, see retransmit.c). Not a retry that retry_cnt
-	 * pays for: over a ring whose reader fell behind, responses to earlier requests came a
-	 * queue's delay late, each gap after a go-back looked like a lost retransmission and
-	 * paid, and a 64 MiB READ failed with IBV_WC_RETRY_EXC_ERR (rc_read_lossy_shm in CI;
-	 * traced under 10% loss, 8 go-backs in 6 ms; rc_read_gap_timer stages it). */
+	 * follow are held, see retransmit.c). Not a retry that retry_cnt pays for: over a ring
+	 * whose reader fell behind, responses to earlier requests came a queue's delay late,
+	 * each gap after a go-back looked like a lost retransmission and paid, and a 64 MiB READ
+	 * failed with IBV_WC_RETRY_EXC_ERR (rc_read_lossy_shm in CI; traced under 10% loss, 8
+	 * go-backs in 6 ms; rc_read_gap_timer stages it). */
 	if (d > 0) {
 		urnic_qp_count(qp, URNIC_C_read_gaps, 1);
 		if (urnic_rtx_read_gap_answered(qp, expected))
