@@ -361,19 +361,14 @@ uint32_t urnic_req_goback_to(struct urnic_qp *qp, uint32_t psn)
 	return goback_psn_at(qp, psn, idx, end);
 }
 
-/* Moves the send cursor back to psn: the WQE goback_wqe names goes on from there (a READ,
- * where responses_received, from the first response it lacks), those after it, the partly sent
- * one included, from their start. Returns where the cursor stands.
+/* Moves the send cursor back to psn, inside WQE idx of goback_wqe's answer: that WQE goes on
+ * from there, those after it up to end, the partly sent one included, from their start.
  * The cursor and the WQE's count of packets sent must agree: a READ gone back to its first
  * response while the cursor stayed at a NAK's PSN a slice later was given that PSN as its first
  * again once nothing of it counted as sent; its old responses then matched the new numbers, and
  * 128 KiB of a READ landed a slice early (rc_read_lossy, seed 188). */
-static uint32_t rewind_to(struct urnic_qp *qp, uint32_t psn, bool responses_received)
+static void rewind_wqes(struct urnic_qp *qp, uint32_t psn, uint32_t idx, uint32_t end)
 {
-	uint32_t end, idx = goback_wqe(qp, psn, &end);
-
-	if (responses_received)
-		psn = goback_psn_at(qp, psn, idx, end);
 	for (uint32_t i = idx; i != end; i++) {
 		sq_at(qp, i)->state = URNIC_WQE_POSTED;
 		sq_at(qp, i)->sent = 0;
@@ -382,13 +377,20 @@ static uint32_t rewind_to(struct urnic_qp *qp, uint32_t psn, bool responses_rece
 		sq_at(qp, idx)->sent = (uint32_t)psn_diff(psn, sq_at(qp, idx)->first_psn);
 	qp->sq_next = idx;
 	qp->snd_nxt = psn;
-	return psn;
+}
+
+/* The cursor back to psn itself, which was built but not acknowledged. */
+static void rewind_to(struct urnic_qp *qp, uint32_t psn)
+{
+	uint32_t end, idx = goback_wqe(qp, psn, &end);
+
+	rewind_wqes(qp, psn, idx, end);
 }
 
 /* psn, which the last flush built, did not leave: the cursor goes back to it. */
 static void unsend_from(struct urnic_qp *qp, uint32_t psn)
 {
-	rewind_to(qp, psn, false);
+	rewind_to(qp, psn);
 	if (psn_diff(qp->last_ackreq, psn) >= 0) /* the AckReq did not leave: ask again */
 		qp->last_ackreq = psn_add(psn, URNIC_PSN_MASK - URNIC_ACKREQ_EVERY);
 	urnic_rtx_unsent(qp, psn);
@@ -455,7 +457,7 @@ bool urnic_req_probe(struct urnic_qp *qp)
 		urnic_req_retransmit_from(qp, qp->snd_una);
 		return true;
 	case URNIC_PROBE_PACKET:
-		rewind_to(qp, last, false);
+		rewind_to(qp, last);
 		qp->last_ackreq = psn_add(last, URNIC_PSN_MASK - URNIC_ACKREQ_EVERY);
 		return true;
 	}
@@ -466,8 +468,10 @@ void urnic_req_retransmit_from(struct urnic_qp *qp, uint32_t psn)
 {
 	if (psn_diff(psn, qp->snd_una) < 0) /* never behind what the peer acknowledged */
 		psn = qp->snd_una;
-	urnic_rtx_retransmitting(qp, psn, urnic_req_goback_to(qp, psn));
-	psn = rewind_to(qp, psn, true);
+	uint32_t end, idx = goback_wqe(qp, psn, &end), to = goback_psn_at(qp, psn, idx, end);
+
+	urnic_rtx_retransmitting(qp, psn, to); /* before the cursor moves: it reads snd_nxt */
+	rewind_wqes(qp, to, idx, end);
 	qp->rd_outstanding = 0;
-	qp->last_ackreq = psn_add(psn, URNIC_PSN_MASK - URNIC_ACKREQ_EVERY); /* ask for an ACK */
+	qp->last_ackreq = psn_add(to, URNIC_PSN_MASK - URNIC_ACKREQ_EVERY); /* ask for an ACK */
 }
