@@ -361,8 +361,9 @@ uint32_t urnic_req_goback_to(struct urnic_qp *qp, uint32_t psn)
 	return goback_psn_at(qp, psn, idx, end);
 }
 
-/* Moves the send cursor back to psn, inside WQE idx of goback_wqe's answer: that WQE goes on
- * from there, those after it up to end, the partly sent one included, from their start.
+/* Moves the send cursor back to psn, where the go-back that goback_wqe found (idx, end) resumes
+ * (for a READ, goback_psn_at's answer): WQE idx goes on from psn, those after it up to end, the
+ * partly sent one included, from their start.
  * The cursor and the WQE's count of packets sent must agree: a READ gone back to its first
  * response while the cursor stayed at a NAK's PSN a slice later was given that PSN as its first
  * again once nothing of it counted as sent; its old responses then matched the new numbers, and
@@ -468,7 +469,8 @@ void urnic_req_retransmit_from(struct urnic_qp *qp, uint32_t psn)
 {
 	if (psn_diff(psn, qp->snd_una) < 0) /* never behind what the peer acknowledged */
 		psn = qp->snd_una;
-	uint32_t end, idx = goback_wqe(qp, psn, &end), to = goback_psn_at(qp, psn, idx, end);
+	uint32_t end, idx = goback_wqe(qp, psn, &end);
+	uint32_t to = goback_psn_at(qp, psn, idx, end);
 
 	urnic_rtx_retransmitting(qp, psn, to); /* before the cursor moves: it reads snd_nxt */
 	rewind_wqes(qp, to, idx, end);
