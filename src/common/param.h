@@ -67,6 +67,10 @@
  * producer's pages straight into its own MR. An MR gets a region if it holds this many bytes of
  * whole pages. */
 #define URNIC_SHM_REF_MIN 32768u
+/* An empty ring whose head stands this far into it or more goes on from its start (net/shm.c,
+ * rewind_if_empty): a ping-pong's records stay on the ring's first pages. Until the consumer
+ * passes the wrap that rewinds it, the ring has this much room at least, not 4 MiB. */
+#define URNIC_SHM_REWIND_AT (256u << 10)
 #define URNIC_SHARE_REGIONS 256 /* shared regions in one process */
 /* and the most bytes one may hold: moving pages needs a copy of them for a moment */
 #define URNIC_SHARE_MAX_BYTES (1ull << 30)

@@ -77,6 +77,7 @@ struct shm_route {
 	 * reading it costs the producer a cache miss, so it is read again only when this one
 	 * leaves no room */
 	uint64_t tail_seen;
+	uint64_t rewind_looked; /* the head when rewind_if_empty last read the tail */
 	char name[NAME_LEN];
 	pthread_mutex_t lock;
 };
@@ -371,7 +372,7 @@ static bool connect_route(struct urnic_shm *s, struct shm_route *r)
 	r->ring->key = ring_key(r->ring);
 	r->ring->share_nonce = urnic_share_nonce();
 	atomic_store(&r->ring->head, 0);
-	r->tail_seen = 0;
+	r->tail_seen = r->rewind_looked = 0;
 	atomic_store(&r->ring->tail, 0);
 	atomic_store_explicit((_Atomic uint64_t *)&r->ring->magic, RING_MAGIC,
 			      memory_order_release);
@@ -589,6 +590,38 @@ static bool reserve(struct shm_ring *ring, uint64_t *head, uint64_t tail, uint32
 	return *head + need - tail <= RING_BYTES;
 }
 
+/* An empty ring whose head stands URNIC_SHM_REWIND_AT or more into it goes on from its start: a
+ * wrap record at the head (sealed last, with the run it starts). A ping-pong's records then stay
+ * on the ring's first pages instead of going through all 4 MiB, where every round trip that
+ * crossed into a page not used before in the run took 10-18 us (docs/PERFORMANCE.md). Until the
+ * consumer passes the wrap, the producer has only the room before it (the wrap's bytes count as
+ * taken), so it rewinds only for a consumer that is awake (not asleep on its socket: its next
+ * receive gives the wrap back as soon as it reads it) and before a run of packets pkts[0..n)
+ * that takes at most half of that room (RING_REWIND_RUN). The tail, the consumer's line, is read for it once per
+ * URNIC_SHM_REWIND_AT of stream. Returns true if it rewound (*head moved). */
+#define RING_REWIND_RUN (URNIC_SHM_REWIND_AT / 2)
+
+static bool rewind_if_empty(struct shm_route *r, struct shm_ring *ring, uint64_t *head,
+			    const struct urnic_txpkt *pkts, int n)
+{
+	uint32_t pos = (uint32_t)(*head % RING_BYTES), run = 0;
+
+	if (pos < URNIC_SHM_REWIND_AT || *head - r->rewind_looked < URNIC_SHM_REWIND_AT ||
+	    atomic_load_explicit(&r->inbox->sleeping, memory_order_relaxed))
+		return false;
+	for (int i = 0; i < n && run <= RING_REWIND_RUN; i++)
+		run += rec_size(REC_ALIGN - 1, pkts[i].len); /* a record by place is less */
+	if (run > RING_REWIND_RUN)
+		return false;
+	r->rewind_looked = *head;
+	r->tail_seen = atomic_load_explicit(&ring->tail, memory_order_acquire);
+	if (r->tail_seen != *head)
+		return false;
+	rec_at(ring, *head)->len = REC_WRAP;
+	*head += RING_BYTES - pos;
+	return true;
+}
+
 static void count(struct urnic_net *net, enum urnic_counter c, uint64_t n)
 {
 	if (net->stats && n)
@@ -611,6 +644,8 @@ static int produce(struct urnic_shm *s, struct shm_route *r, struct urnic_net *n
 	uint64_t tail = r->tail_seen;
 	int k = 0;
 
+	if (rewind_if_empty(r, ring, &head, pkts, n) || tail != r->tail_seen)
+		tail = r->tail_seen; /* read again */
 	for (; k < n; k++) {
 		struct urnic_share_ref ref;
 		bool placed = payload_place(ring, &pkts[k], &ref);
@@ -634,7 +669,7 @@ static int produce(struct urnic_shm *s, struct shm_route *r, struct urnic_net *n
 			seal(ring, head);
 		head += need;
 	}
-	if (k > 0)
+	if (head != first) /* k > 0, or a rewind's wrap alone */
 		seal(ring, first);
 	/* counted before they are published: the answer may come back before this returns */
 	count(net, URNIC_C_shm_tx_packets, (uint64_t)k);
@@ -918,7 +953,13 @@ static int consume(struct urnic_net *net, struct shm_in *in, struct urnic_rxpkt 
 						    memory_order_relaxed);
 
 		if (len == REC_WRAP && pos != 0) {
+			bool first = at == tail;
+
 			at += RING_BYTES - pos; /* the rest of the ring is padding */
+			if (first) { /* nothing taken before it: it goes back now, and its room */
+				tail = at;
+				atomic_store_explicit(&ring->tail, tail, memory_order_release);
+			}
 			continue;
 		}
 		if (pad == REC_BY_PLACE && len <= URNIC_SHM_PKT_LEN) {

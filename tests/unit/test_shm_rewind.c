@@ -1,0 +1,147 @@
+/* test_shm_rewind: a ring that its consumer has emptied goes on from its start once its head
+ * stands URNIC_SHM_REWIND_AT or more into it (net/shm.c, rewind_if_empty), so a ping-pong's
+ * records stay on the ring's first pages. Two behaviours, every packet checked byte for byte and
+ * in order:
+ * - ping-pong: 20,000 small packets, each received and given back before the next is sent (about
+ *   2.5 MiB of stream), never land more than URNIC_SHM_REWIND_AT plus one record past the first
+ *   one (without the rewind they walk through the whole ring);
+ * - bursts: packets sent 8 at a time and received after each burst, of sizes from 60 bytes to
+ *   40 KiB, so that rewinds happen with records behind them, and runs too large to rewind after
+ *   an empty ring, across several laps of the ring. */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/param.h"
+#include "net/net.h"
+#include "net/shm.h"
+
+#define CHECK(c, ...)                                                                          \
+	do {                                                                                   \
+		if (!(c)) {                                                                    \
+			fprintf(stderr, "test_shm_rewind: FAIL: " __VA_ARGS__);                \
+			fputc('\n', stderr);                                                   \
+			exit(1);                                                               \
+		}                                                                              \
+	} while (0)
+
+#define HDR_LEN 28	 /* a BTH and a RETH, as a WRITE's first packet */
+#define PINGS 20000	 /* about 2.5 MiB of 128-byte records */
+#define BURST 8
+#define BURSTS 2000	 /* about 6 laps of a 4 MiB ring */
+#define MAX_TOTAL 40960u /* the largest burst packet: in the ring, not by place */
+
+static struct urnic_net consumer, producer;
+static uint8_t sent_bytes[BURST][MAX_TOTAL];
+
+static uint32_t addr_of(const char *s)
+{
+	struct in_addr a;
+
+	inet_pton(AF_INET, s, &a);
+	return a.s_addr;
+}
+
+/* Packet number seq, of total bytes, its bytes derived from seq (kept in out). */
+static void send_one(uint32_t seq, uint32_t total, uint8_t *out)
+{
+	struct urnic_txpkt p = {.daddr = consumer.addr, .len = total};
+	struct urnic_net_tally t = {0};
+	uint32_t x = seq * 2654435761u + 1;
+
+	for (uint32_t i = 0; i < total; i++) {
+		x = x * 1103515245u + 12345u;
+		out[i] = (uint8_t)(x >> 16);
+	}
+	memcpy(p.hdr, out, HDR_LEN);
+	p.iov[p.iovcnt++] = (struct iovec){.iov_base = p.hdr, .iov_len = HDR_LEN};
+	p.iov[p.iovcnt++] = (struct iovec){.iov_base = out + HDR_LEN, .iov_len = total - HDR_LEN};
+	CHECK(urnic_net_send(&producer, &p, 1, &t, NULL) == 1, "packet %u (%u bytes) not sent",
+	      seq, total);
+}
+
+/* Receives want packets (at most BURST), checks them against sent_bytes in order, gives their
+ * records back; returns the first one's data pointer. */
+static const uint8_t *receive(int want, const uint32_t *totals, uint32_t first_seq)
+{
+	struct urnic_net_tally t = {0};
+	const uint8_t *first = NULL;
+	int got = 0;
+
+	for (int tries = 0; tries < 100000 && got < want; tries++) {
+		int n = urnic_net_recv(&consumer, consumer.rx_pkts, &t, 0);
+
+		for (int i = 0; i < n; i++, got++) {
+			const struct urnic_rxpkt *r = &consumer.rx_pkts[i];
+
+			CHECK(got < want && r->local, "packet %u: %d of %d received, not local",
+			      first_seq + (uint32_t)got, got, want);
+			CHECK(r->len == totals[got] && memcmp(r->data, sent_bytes[got], r->len) == 0,
+			      "packet %u (%u bytes) differs or is out of order",
+			      first_seq + (uint32_t)got, totals[got]);
+			if (!first)
+				first = r->data;
+		}
+		urnic_net_recv_done(&consumer);
+	}
+	CHECK(got == want, "packets %u..: %d of %d received", first_seq, got, want);
+	return first;
+}
+
+static void ping_pong(void)
+{
+	const uint8_t *base = NULL;
+	size_t furthest = 0;
+	uint32_t total = HDR_LEN + 36; /* a record of 128 bytes */
+
+	for (uint32_t seq = 0; seq < PINGS; seq++) {
+		send_one(seq, total, sent_bytes[0]);
+		const uint8_t *at = receive(1, &total, seq);
+
+		if (!base)
+			base = at; /* the ring's first record */
+		CHECK(at >= base, "packet %u landed before the ring's first record", seq);
+		if ((size_t)(at - base) > furthest)
+			furthest = (size_t)(at - base);
+	}
+	CHECK(furthest <= URNIC_SHM_REWIND_AT + 256,
+	      "a ping-pong's records reached %zu bytes into the ring: it should have gone on from "
+	      "its start at %u",
+	      furthest, URNIC_SHM_REWIND_AT);
+	printf("test_shm_rewind: %d ping-pong packets within %zu bytes of the ring's start\n",
+	       PINGS, furthest);
+}
+
+static void bursts(void)
+{
+	static const uint32_t sizes[] = {HDR_LEN + 36, 1000, 4124, 9000, 17000, MAX_TOTAL};
+	uint32_t seq = 0;
+
+	for (int b = 0; b < BURSTS; b++) {
+		uint32_t totals[BURST];
+
+		for (int i = 0; i < BURST; i++) {
+			/* mostly small (rewinds), now and then a burst of large ones (too big to) */
+			totals[i] = (b % 7 == 3) ? sizes[(size_t)(i % 3) + 3]
+						 : sizes[(size_t)(b + i) % 3];
+			send_one(seq + (uint32_t)i, totals[i], sent_bytes[i]);
+		}
+		receive(BURST, totals, seq);
+		seq += BURST;
+	}
+	printf("test_shm_rewind: %u packets in bursts of %d, in order, byte for byte\n", seq,
+	       BURST);
+}
+
+int main(void)
+{
+	setenv("URNIC_SHM", "1", 1);
+	CHECK(urnic_net_open(&consumer, addr_of("127.88.4.1")) == 0, "open the consumer");
+	CHECK(urnic_net_open(&producer, addr_of("127.88.4.2")) == 0, "open the producer");
+	ping_pong();
+	bursts();
+	urnic_net_close(&producer);
+	urnic_net_close(&consumer);
+	return 0;
+}
