@@ -73,9 +73,9 @@ struct shm_route {
 	uint64_t nudged_ns;
 	struct shm_inbox *inbox;
 	struct shm_ring *ring;
-	/* the ring's tail as last read (under lock): the consumer moves it after each batch, and
-	 * reading it costs the producer a cache miss, so it is read again only when this one
-	 * leaves no room */
+	/* the ring's tail as last read (under lock): the consumer moves it after each batch and as
+	 * soon as it reads a wrap at it, and reading it costs the producer a cache miss, so it is
+	 * read again only when this one leaves no room, or by rewind_if_empty */
 	uint64_t tail_seen;
 	uint64_t rewind_looked; /* the head when rewind_if_empty last read the tail */
 	char name[NAME_LEN];
@@ -597,29 +597,28 @@ static bool reserve(struct shm_ring *ring, uint64_t *head, uint64_t tail, uint32
  * consumer passes the wrap, the producer has only the room before it (the wrap's bytes count as
  * taken), so it rewinds only for a consumer that is awake (not asleep on its socket: its next
  * receive gives the wrap back as soon as it reads it) and before a run of packets pkts[0..n)
- * that takes at most half of that room (RING_REWIND_RUN). The tail, the consumer's line, is read for it once per
- * URNIC_SHM_REWIND_AT of stream. Returns true if it rewound (*head moved). */
+ * that takes at most half of that room (RING_REWIND_RUN). The tail, the consumer's line, is
+ * read for it once per URNIC_SHM_REWIND_AT of stream (into r->tail_seen). */
 #define RING_REWIND_RUN (URNIC_SHM_REWIND_AT / 2)
 
-static bool rewind_if_empty(struct shm_route *r, struct shm_ring *ring, uint64_t *head,
+static void rewind_if_empty(struct shm_route *r, struct shm_ring *ring, uint64_t *head,
 			    const struct urnic_txpkt *pkts, int n)
 {
 	uint32_t pos = (uint32_t)(*head % RING_BYTES), run = 0;
 
 	if (pos < URNIC_SHM_REWIND_AT || *head - r->rewind_looked < URNIC_SHM_REWIND_AT ||
 	    atomic_load_explicit(&r->inbox->sleeping, memory_order_relaxed))
-		return false;
+		return;
 	for (int i = 0; i < n && run <= RING_REWIND_RUN; i++)
 		run += rec_size(REC_ALIGN - 1, pkts[i].len); /* a record by place is less */
 	if (run > RING_REWIND_RUN)
-		return false;
+		return;
 	r->rewind_looked = *head;
 	r->tail_seen = atomic_load_explicit(&ring->tail, memory_order_acquire);
 	if (r->tail_seen != *head)
-		return false;
+		return;
 	rec_at(ring, *head)->len = REC_WRAP;
 	*head += RING_BYTES - pos;
-	return true;
 }
 
 static void count(struct urnic_net *net, enum urnic_counter c, uint64_t n)
@@ -641,11 +640,11 @@ static int produce(struct urnic_shm *s, struct shm_route *r, struct urnic_net *n
 	pthread_mutex_lock(&r->lock);
 	ring = r->ring; /* under the lock: renew_if_dead may replace it */
 	uint64_t head = atomic_load_explicit(&ring->head, memory_order_relaxed), first = head;
-	uint64_t tail = r->tail_seen;
 	int k = 0;
 
-	if (rewind_if_empty(r, ring, &head, pkts, n) || tail != r->tail_seen)
-		tail = r->tail_seen; /* read again */
+	rewind_if_empty(r, ring, &head, pkts, n); /* may read the tail again */
+	uint64_t tail = r->tail_seen;
+
 	for (; k < n; k++) {
 		struct urnic_share_ref ref;
 		bool placed = payload_place(ring, &pkts[k], &ref);

@@ -201,8 +201,9 @@ static void pad_across_end(struct shm_ring *ring)
 	atomic_store(&ring->tail, at);
 }
 
-/* A wrap record at the ring's start, which would skip a whole lap: a producer wraps only when
- * a record does not fit before the end. */
+/* A wrap record at the ring's start, which would skip a whole lap: a producer wraps when a
+ * record does not fit before the end, or to go on from the start of an empty ring, never at
+ * the start itself. */
 static void wrap_at_start(struct shm_ring *ring)
 {
 	uint64_t at = (atomic_load(&ring->tail) / RING_BYTES + 1) * RING_BYTES;

@@ -5,10 +5,11 @@
  * - ping-pong: 20,000 small packets, each received and given back before the next is sent (about
  *   2.5 MiB of stream), never land more than URNIC_SHM_REWIND_AT plus one record past the first
  *   one (without the rewind they walk through the whole ring);
- * - bursts: packets sent 8 at a time and received after each burst, of sizes from 60 bytes to
- *   40 KiB, so that rewinds happen with records behind them, and runs too large to rewind after
- *   an empty ring, across several laps of the ring. */
+ * - bursts: runs of 8 packets in one send, received after each run, of 64-byte to 40 KiB
+ *   packets, over about 70 MB of stream: small runs, which rewind the emptied ring and follow
+ *   its wrap, and now and then a run of 160 KiB, more than a rewind is made for (128 KiB). */
 #include <arpa/inet.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,7 @@
 #define HDR_LEN 28	 /* a BTH and a RETH, as a WRITE's first packet */
 #define PINGS 20000	 /* about 2.5 MiB of 128-byte records */
 #define BURST 8
-#define BURSTS 2000	 /* about 6 laps of a 4 MiB ring */
+#define BURSTS 2000
 #define MAX_TOTAL 40960u /* the largest burst packet: in the ring, not by place */
 
 static struct urnic_net consumer, producer;
@@ -43,22 +44,28 @@ static uint32_t addr_of(const char *s)
 	return a.s_addr;
 }
 
-/* Packet number seq, of total bytes, its bytes derived from seq (kept in out). */
-static void send_one(uint32_t seq, uint32_t total, uint8_t *out)
+/* *p: packet number seq, of total bytes, its bytes derived from seq (kept in out). */
+static void make_packet(struct urnic_txpkt *p, uint32_t seq, uint32_t total, uint8_t *out)
 {
-	struct urnic_txpkt p = {.daddr = consumer.addr, .len = total};
-	struct urnic_net_tally t = {0};
 	uint32_t x = seq * 2654435761u + 1;
 
 	for (uint32_t i = 0; i < total; i++) {
 		x = x * 1103515245u + 12345u;
 		out[i] = (uint8_t)(x >> 16);
 	}
-	memcpy(p.hdr, out, HDR_LEN);
-	p.iov[p.iovcnt++] = (struct iovec){.iov_base = p.hdr, .iov_len = HDR_LEN};
-	p.iov[p.iovcnt++] = (struct iovec){.iov_base = out + HDR_LEN, .iov_len = total - HDR_LEN};
-	CHECK(urnic_net_send(&producer, &p, 1, &t, NULL) == 1, "packet %u (%u bytes) not sent",
-	      seq, total);
+	*p = (struct urnic_txpkt){.daddr = consumer.addr, .len = total};
+	memcpy(p->hdr, out, HDR_LEN);
+	p->iov[p->iovcnt++] = (struct iovec){.iov_base = p->hdr, .iov_len = HDR_LEN};
+	p->iov[p->iovcnt++] = (struct iovec){.iov_base = out + HDR_LEN, .iov_len = total - HDR_LEN};
+}
+
+/* Packets pkts[0..n), first_seq on, in one send: all must go. */
+static void send_run(struct urnic_txpkt *pkts, int n, uint32_t first_seq)
+{
+	struct urnic_net_tally t = {0};
+
+	CHECK(urnic_net_send(&producer, pkts, n, &t, NULL) == n, "packets %u.. (%d) not sent",
+	      first_seq, n);
 }
 
 /* Receives want packets (at most BURST), checks them against sent_bytes in order, gives their
@@ -77,8 +84,10 @@ static const uint8_t *receive(int want, const uint32_t *totals, uint32_t first_s
 
 			CHECK(got < want && r->local, "packet %u: %d of %d received, not local",
 			      first_seq + (uint32_t)got, got, want);
-			CHECK(r->len == totals[got] && memcmp(r->data, sent_bytes[got], r->len) == 0,
-			      "packet %u (%u bytes) differs or is out of order",
+			bool same = r->len == totals[got] &&
+				    memcmp(r->data, sent_bytes[got], r->len) == 0;
+
+			CHECK(same, "packet %u (%u bytes) differs or is out of order",
 			      first_seq + (uint32_t)got, totals[got]);
 			if (!first)
 				first = r->data;
@@ -96,7 +105,10 @@ static void ping_pong(void)
 	uint32_t total = HDR_LEN + 36; /* a record of 128 bytes */
 
 	for (uint32_t seq = 0; seq < PINGS; seq++) {
-		send_one(seq, total, sent_bytes[0]);
+		struct urnic_txpkt p;
+
+		make_packet(&p, seq, total, sent_bytes[0]);
+		send_run(&p, 1, seq);
 		const uint8_t *at = receive(1, &total, seq);
 
 		if (!base)
@@ -119,19 +131,21 @@ static void bursts(void)
 	uint32_t seq = 0;
 
 	for (int b = 0; b < BURSTS; b++) {
+		struct urnic_txpkt pkts[BURST];
 		uint32_t totals[BURST];
 
 		for (int i = 0; i < BURST; i++) {
-			/* mostly small (rewinds), now and then a burst of large ones (too big to) */
-			totals[i] = (b % 7 == 3) ? sizes[(size_t)(i % 3) + 3]
-						 : sizes[(size_t)(b + i) % 3];
-			send_one(seq + (uint32_t)i, totals[i], sent_bytes[i]);
+			/* mostly small runs (they rewind), now and then 160 KiB (too large to) */
+			bool large = b % 7 == 3;
+
+			totals[i] = large ? sizes[(size_t)(i % 3) + 3] : sizes[(size_t)(b + i) % 3];
+			make_packet(&pkts[i], seq + (uint32_t)i, totals[i], sent_bytes[i]);
 		}
+		send_run(pkts, BURST, seq);
 		receive(BURST, totals, seq);
 		seq += BURST;
 	}
-	printf("test_shm_rewind: %u packets in bursts of %d, in order, byte for byte\n", seq,
-	       BURST);
+	printf("test_shm_rewind: %u packets in runs of %d, in order, byte for byte\n", seq, BURST);
 }
 
 int main(void)
