@@ -69,8 +69,10 @@
 #define URNIC_SHM_REF_MIN 32768u
 /* An empty ring whose head stands this far into it or more goes on from its start (net/shm.c,
  * rewind_if_empty): a ping-pong's records stay on the ring's first pages. Until the consumer
- * passes the wrap that rewinds it, the ring has this much room at least, not 4 MiB. */
-#define URNIC_SHM_REWIND_AT (256u << 10)
+ * passes the wrap that rewinds it, the ring has this much room, less the run that rewound it
+ * (at most URNIC_SHM_REWIND_RUN), not 4 MiB: still room for a packet of URNIC_SHM_MTU. */
+#define URNIC_SHM_REWIND_AT (512u << 10)
+#define URNIC_SHM_REWIND_RUN (128u << 10)
 #define URNIC_SHARE_REGIONS 256 /* shared regions in one process */
 /* and the most bytes one may hold: moving pages needs a copy of them for a moment */
 #define URNIC_SHARE_MAX_BYTES (1ull << 30)

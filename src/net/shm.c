@@ -597,9 +597,12 @@ static bool reserve(struct shm_ring *ring, uint64_t *head, uint64_t tail, uint32
  * consumer passes the wrap, the producer has only the room before it (the wrap's bytes count as
  * taken), so it rewinds only for a consumer that is awake (not asleep on its socket: its next
  * receive gives the wrap back as soon as it reads it) and before a run of packets pkts[0..n)
- * that takes at most half of that room (RING_REWIND_RUN). The tail, the consumer's line, is
+ * of at most URNIC_SHM_REWIND_RUN, which leaves room for the largest record. Meanwhile a packet
+ * that finds no room is held back or lost as at a full ring. The tail, the consumer's line, is
  * read for it once per URNIC_SHM_REWIND_AT of stream (into r->tail_seen). */
-#define RING_REWIND_RUN (URNIC_SHM_REWIND_AT / 2)
+_Static_assert(URNIC_SHM_REWIND_AT - URNIC_SHM_REWIND_RUN >=
+		       REC_HDR + REC_ALIGN + URNIC_SHM_PKT_LEN,
+	       "after a rewind, the room left must take a packet of any length");
 
 static void rewind_if_empty(struct shm_route *r, struct shm_ring *ring, uint64_t *head,
 			    const struct urnic_txpkt *pkts, int n)
@@ -609,9 +612,9 @@ static void rewind_if_empty(struct shm_route *r, struct shm_ring *ring, uint64_t
 	if (pos < URNIC_SHM_REWIND_AT || *head - r->rewind_looked < URNIC_SHM_REWIND_AT ||
 	    atomic_load_explicit(&r->inbox->sleeping, memory_order_relaxed))
 		return;
-	for (int i = 0; i < n && run <= RING_REWIND_RUN; i++)
+	for (int i = 0; i < n && run <= URNIC_SHM_REWIND_RUN; i++)
 		run += rec_size(REC_ALIGN - 1, pkts[i].len); /* a record by place is less */
-	if (run > RING_REWIND_RUN)
+	if (run > URNIC_SHM_REWIND_RUN)
 		return;
 	r->rewind_looked = *head;
 	r->tail_seen = atomic_load_explicit(&ring->tail, memory_order_acquire);

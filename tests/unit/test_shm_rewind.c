@@ -1,13 +1,15 @@
 /* test_shm_rewind: a ring that its consumer has emptied goes on from its start once its head
  * stands URNIC_SHM_REWIND_AT or more into it (net/shm.c, rewind_if_empty), so a ping-pong's
- * records stay on the ring's first pages. Two behaviours, every packet checked byte for byte and
- * in order:
+ * records stay on the ring's first pages. Three behaviours, every packet checked byte for byte
+ * and in order:
  * - ping-pong: 20,000 small packets, each received and given back before the next is sent (about
- *   2.5 MiB of stream), never land more than URNIC_SHM_REWIND_AT plus one record past the first
- *   one (without the rewind they walk through the whole ring);
+ *   2.4 MiB of stream), never land more than URNIC_SHM_REWIND_AT plus two records past the first
+ *   one (without the rewind they go 2.4 MiB into the ring);
+ * - room: a packet of URNIC_SHM_MTU sent right behind the run that rewound, before the consumer
+ *   read the wrap, still fits (the rewind leaves at least URNIC_SHM_REWIND_AT less that run);
  * - bursts: runs of 8 packets in one send, received after each run, of 64-byte to 40 KiB
  *   packets, over about 70 MB of stream: small runs, which rewind the emptied ring and follow
- *   its wrap, and now and then a run of 160 KiB, more than a rewind is made for (128 KiB). */
+ *   its wrap, and now and then a run of 156 KiB, more than a rewind is made for (128 KiB). */
 #include <arpa/inet.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -33,8 +35,11 @@
 #define BURSTS 2000
 #define MAX_TOTAL 40960u /* the largest burst packet: in the ring, not by place */
 
+#define PING_TOTAL (HDR_LEN + 36) /* a record of 128 bytes */
+
 static struct urnic_net consumer, producer;
-static uint8_t sent_bytes[BURST][MAX_TOTAL];
+static uint8_t sent_bytes[BURST][HDR_LEN + URNIC_SHM_MTU];
+static const uint8_t *ring_start; /* where the ring's first record's packet landed */
 
 static uint32_t addr_of(const char *s)
 {
@@ -98,24 +103,29 @@ static const uint8_t *receive(int want, const uint32_t *totals, uint32_t first_s
 	return first;
 }
 
+/* One ping: packet seq sent alone and received before anything else; returns where it landed. */
+static const uint8_t *ping(uint32_t seq)
+{
+	uint32_t total = PING_TOTAL;
+	struct urnic_txpkt p;
+
+	make_packet(&p, seq, total, sent_bytes[0]);
+	send_run(&p, 1, seq);
+	return receive(1, &total, seq);
+}
+
 static void ping_pong(void)
 {
-	const uint8_t *base = NULL;
 	size_t furthest = 0;
-	uint32_t total = HDR_LEN + 36; /* a record of 128 bytes */
 
 	for (uint32_t seq = 0; seq < PINGS; seq++) {
-		struct urnic_txpkt p;
+		const uint8_t *at = ping(seq);
 
-		make_packet(&p, seq, total, sent_bytes[0]);
-		send_run(&p, 1, seq);
-		const uint8_t *at = receive(1, &total, seq);
-
-		if (!base)
-			base = at; /* the ring's first record */
-		CHECK(at >= base, "packet %u landed before the ring's first record", seq);
-		if ((size_t)(at - base) > furthest)
-			furthest = (size_t)(at - base);
+		if (!ring_start)
+			ring_start = at;
+		CHECK(at >= ring_start, "packet %u landed before the ring's first record", seq);
+		if ((size_t)(at - ring_start) > furthest)
+			furthest = (size_t)(at - ring_start);
 	}
 	CHECK(furthest <= URNIC_SHM_REWIND_AT + 256,
 	      "a ping-pong's records reached %zu bytes into the ring: it should have gone on from "
@@ -123,6 +133,35 @@ static void ping_pong(void)
 	      furthest, URNIC_SHM_REWIND_AT);
 	printf("test_shm_rewind: %d ping-pong packets within %zu bytes of the ring's start\n",
 	       PINGS, furthest);
+}
+
+/* Right after a rewind, before the consumer has read its wrap, the room left (at least
+ * URNIC_SHM_REWIND_AT less the run that rewound) still takes a packet of URNIC_SHM_MTU: pings
+ * find the rewinds' period, then the ping that rewinds and a packet of the largest size are
+ * sent before either is received. */
+static void room_after_rewind(void)
+{
+	uint32_t totals[2] = {PING_TOTAL, HDR_LEN + URNIC_SHM_MTU};
+	uint32_t seq = PINGS, last = 0, period = 0;
+	struct urnic_txpkt p;
+
+	for (; period == 0 && seq < 4 * PINGS; seq++) {
+		if (ping(seq) != ring_start)
+			continue;
+		period = last ? seq - last : 0;
+		last = seq;
+	}
+	CHECK(period > 0, "no two rewinds in %u pings", seq - PINGS);
+	for (uint32_t i = 1; i < period; i++, seq++)
+		ping(seq);
+	make_packet(&p, seq, totals[0], sent_bytes[0]);
+	send_run(&p, 1, seq); /* the ring is empty, its head a period on: it rewinds */
+	make_packet(&p, seq + 1, totals[1], sent_bytes[1]);
+	send_run(&p, 1, seq + 1);
+	CHECK(receive(2, totals, seq) == ring_start,
+	      "packet %u did not go on from the ring's start", seq);
+	printf("test_shm_rewind: a packet of %u bytes behind a rewind (a rewind every %u pings)\n",
+	       totals[1], period);
 }
 
 static void bursts(void)
@@ -135,7 +174,7 @@ static void bursts(void)
 		uint32_t totals[BURST];
 
 		for (int i = 0; i < BURST; i++) {
-			/* mostly small runs (they rewind), now and then 160 KiB (too large to) */
+			/* mostly small runs (they rewind), now and then 156 KiB (too large to) */
 			bool large = b % 7 == 3;
 
 			totals[i] = large ? sizes[(size_t)(i % 3) + 3] : sizes[(size_t)(b + i) % 3];
@@ -154,6 +193,7 @@ int main(void)
 	CHECK(urnic_net_open(&consumer, addr_of("127.88.4.1")) == 0, "open the consumer");
 	CHECK(urnic_net_open(&producer, addr_of("127.88.4.2")) == 0, "open the producer");
 	ping_pong();
+	room_after_rewind();
 	bursts();
 	urnic_net_close(&producer);
 	urnic_net_close(&consumer);
