@@ -503,8 +503,16 @@ void urnic_progress_leave(struct urnic_dev *dev, uint64_t now)
 	 * this thread does next (it may spin on memory on this CPU) */
 	if (!atomic_load(&dev->on_socket))
 		engine_rt_set(dev, true);
-	if (atomic_load(&dev->standing_back))
+	if (atomic_load(&dev->standing_back)) {
 		urnic_engine_wake(dev);
+		/* The return is timed from here, after the wake-up: an engine thread that shares
+		 * this CPU preempts us in it and runs its turn (20 us and more here), which timed
+		 * as the application's made its next return slow, the next drain gave the socket
+		 * back again, and so on. In ib_send_lat over the rings a server that once lost its
+		 * count stayed in that loop, two wake-ups a round trip, for 100-500 of 20,000
+		 * round trips. */
+		atomic_store(&dev->drained_ns, urnic_now_ns());
+	}
 }
 
 void urnic_progress_idle(struct urnic_dev *dev)
