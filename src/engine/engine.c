@@ -34,6 +34,23 @@ uint64_t urnic_clock_ns(void)
 	return batch_clock_ns ? batch_clock_ns : urnic_now_ns();
 }
 
+/* A post's run of the requester reads one clock too: it read it four or five times (the RTT
+ * sample, the send stamp, the retransmission and ACK timers), 27 ns each here, in every
+ * ib_send_lat hop. A run that sent more than one packet reads it again after its flush
+ * (urnic_clock_renew), so that no timer starts before the packets left. */
+void urnic_post_run(struct urnic_qp *qp, struct urnic_txbatch *b)
+{
+	batch_clock_ns = urnic_now_ns();
+	urnic_req_run(qp, b);
+	batch_clock_ns = 0;
+}
+
+void urnic_clock_renew(void)
+{
+	if (batch_clock_ns)
+		batch_clock_ns = urnic_now_ns();
+}
+
 void urnic_engine_wake(struct urnic_dev *dev)
 {
 	uint64_t one = 1;

@@ -47,6 +47,10 @@ static inline uint8_t *urnic_tx_ext(struct urnic_txpkt *p, unsigned off)
 
 /* requester.c: turns send WQEs into request packets while the window allows. QP lock held. */
 void urnic_req_run(struct urnic_qp *qp, struct urnic_txbatch *b);
+/* urnic_req_run for a post: on one clock, as a receive batch's handlers are (engine.c) */
+void urnic_post_run(struct urnic_qp *qp, struct urnic_txbatch *b);
+/* Within a batch or a post, reads the batch's clock again (after a long flush). */
+void urnic_clock_renew(void);
 /* Go back to psn (NAK, timeout, implicit NAK) and send again from there. */
 void urnic_req_retransmit_from(struct urnic_qp *qp, uint32_t psn);
 /* Where a go-back for psn puts the send cursor: psn, or a READ's first missing response. */

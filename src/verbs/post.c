@@ -130,7 +130,7 @@ int urnic_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send
 		urnic_qp_flush(qp);
 	} else if (psn_diff(qp->snd_nxt, qp->snd_una) < URNIC_POST_DEFER_INFLIGHT) {
 		urnic_tx_init(&b, qp->dev);
-		urnic_req_run(qp, &b);
+		urnic_post_run(qp, &b);
 	}
 	/* Otherwise packets are on the wire: the next ACK runs the requester (or the timer does, if
 	 * it is lost) and sends what was posted meanwhile in one batch, one system call (and GSO
