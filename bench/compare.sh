@@ -23,6 +23,12 @@ export LC_ALL=C
 # rings against UCX's shared-memory transports
 export URNIC_SHM=${URNIC_SHM:-0}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# the tree the measured build was made from (another worktree, for an A/B), named in the report
+build_source() {
+	local s
+	s=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)
+	echo "${s:-$ROOT}"
+}
 BUILD=${1:-$ROOT/build}
 URNIC=$BUILD/bin/urnic
 REPS=${REPS:-3}
@@ -211,7 +217,7 @@ memcpy_point() { # SIZE
 {
 	echo "date: $(date -u +%FT%TZ)  REPS=$REPS BUDGET=$BUDGET"
 	echo "kernel: $(uname -r)   cpus: $(nproc) x $(lscpu | sed -n 's/^Model name: *//p')   mem: $(free -g | awk '/Mem:/{print $2}') GiB"
-	echo "urnic: $(git -C "$ROOT" describe --always --dirty 2>/dev/null) build type $(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)"
+	echo "urnic: $(git -C "$(build_source)" describe --always --dirty 2>/dev/null) build type $(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)"
 	dpkg-query -W -f='${Package} ${Version}\n' perftest ucx-utils libfabric-bin iperf3 gnuplot-nox 2>/dev/null
 	echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$OUT/machine.txt"

@@ -13,6 +13,12 @@
 set -u
 export LC_ALL=C
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# the tree the measured build was made from (another worktree, for an A/B), named in the report
+build_source() {
+	local s
+	s=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)
+	echo "${s:-$ROOT}"
+}
 BUILD=${1:-$ROOT/build}
 URNIC=$BUILD/bin/urnic
 REPS=${REPS:-3}
@@ -128,5 +134,5 @@ ALA=$(median ucx_ucp_am_lat_avg_8) PLA=$(median ucx_ucp_put_lat_avg_8)
 	echo "  (in the ring against the two-copy ring model: WRITE $(ratio "$WI" "$RM") x, READ $(ratio "$RI" "$RM") x; the model $(ratio "$RM" "$M") x memcpy)"
 	echo "  8 B send_lat <= 1.5 x UCX am_lat:  $(ratio "$SL" "$AL") x typical, $(ratio "$SLA" "$ALA") x average"
 	echo "  8 B write_lat <= 1.5 x UCX am_lat: $(ratio "$WL" "$AL") x typical, $(ratio "$WLA" "$ALA") x average"
-	echo "urnic $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null); $(nproc) cpus; load $(cut -d' ' -f1-3 /proc/loadavg)"
+	echo "urnic $(git -C "$(build_source)" describe --always --dirty 2>/dev/null); $(nproc) cpus; load $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$OUT/table.txt"
