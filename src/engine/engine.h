@@ -49,7 +49,7 @@ static inline uint8_t *urnic_tx_ext(struct urnic_txpkt *p, unsigned off)
 void urnic_req_run(struct urnic_qp *qp, struct urnic_txbatch *b);
 /* urnic_req_run for a post: on one clock, as a receive batch's handlers are (engine.c) */
 void urnic_post_run(struct urnic_qp *qp, struct urnic_txbatch *b);
-/* Within a batch or a post, reads the batch's clock again (after a long flush). */
+/* Within urnic_post_run, reads its clock again (after its flush); elsewhere nothing. */
 void urnic_clock_renew(void);
 /* Go back to psn (NAK, timeout, implicit NAK) and send again from there. */
 void urnic_req_retransmit_from(struct urnic_qp *qp, uint32_t psn);

@@ -316,7 +316,7 @@ void urnic_req_run(struct urnic_qp *qp, struct urnic_txbatch *b)
 	/* the payload iovecs point into MRs: send before dereg may run */
 	flush(qp, b, &max);
 	pthread_rwlock_unlock(&qp->dev->mr_lock);
-	if (psn_diff(qp->snd_nxt, nxt) > 1) /* its timers start once the packets are out */
+	if (sent_any) /* its timers start once the packets are out */
 		urnic_clock_renew();
 	if (qp->ibv.qp_type != IBV_QPT_RC)
 		complete_unacknowledged(qp);
