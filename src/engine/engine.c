@@ -25,39 +25,41 @@ uint64_t urnic_now_ns(void)
 
 /* The packets of one receive batch arrived together, and their handlers read one clock: the one
  * taken as the batch began. A clock_gettime costs 25 ns on this machine, and a stream of READ
- * responses read it four times a packet (9% of the requester's CPU). Outside a batch,
- * urnic_clock_ns() reads the clock. */
+ * responses read it four times a packet (9% of the requester's CPU). A post reads it when first
+ * needed and keeps it (urnic_post_run). Elsewhere urnic_clock_ns() reads the clock. */
 static _Thread_local uint64_t batch_clock_ns;
+static _Thread_local bool posting; /* in urnic_post_run */
 
 uint64_t urnic_clock_ns(void)
 {
-	return batch_clock_ns ? batch_clock_ns : urnic_now_ns();
+	if (batch_clock_ns)
+		return batch_clock_ns;
+	if (posting)
+		return batch_clock_ns = urnic_now_ns();
+	return urnic_now_ns();
 }
 
-/* A post's run of the requester reads the clock twice: once for the stamps taken as it builds
- * (the RTT sample, the send stamp) and, if it sent anything, again after its flush for the
- * timers (urnic_clock_renew). It read it four or five times, 27 ns each here, in every
- * ib_send_lat hop. The timers must not start from the post's start: a slow flush (60 us to
- * copy 1 MiB into a ring, any post under TSan) then had its probe fire early, and
- * rc_ack_hold_udp under TSan failed 10 of 42 runs (01db10b, taken back). */
-static _Thread_local bool posting; /* in urnic_post_run, on batch_clock_ns */
-
+/* A post's run of the requester reads the clock at most twice: for the stamps taken as it builds
+ * (the RTT sample, the send stamp), and for the timers it arms after its flush (read again:
+ * urnic_clock_renew). It read it four or five times, 27 ns each here, in every ib_send_lat hop.
+ * The timers must not start from the post's start: a slow flush (60 us to copy 1 MiB into a
+ * ring, any post under TSan) then had its probe fire early, and rc_ack_hold_udp under TSan
+ * failed 10 of 42 runs (01db10b, taken back). */
 void urnic_post_run(struct urnic_qp *qp, struct urnic_txbatch *b)
 {
-	batch_clock_ns = urnic_now_ns();
 	posting = true;
 	urnic_req_run(qp, b);
 	posting = false;
 	batch_clock_ns = 0;
 }
 
-/* Only a post's: a receive batch keeps its one clock. Renewed there too, after each run of the
+/* Only a post's clock: a receive batch keeps its one. Renewed there too, after each run of the
  * requester that sent, rc_ack_hold_udp under TSan failed 6 of 45 runs (0 of 70 without; the
  * cause was not found). */
 void urnic_clock_renew(void)
 {
 	if (posting)
-		batch_clock_ns = urnic_now_ns();
+		batch_clock_ns = 0; /* the next urnic_clock_ns() reads it */
 }
 
 void urnic_engine_wake(struct urnic_dev *dev)
@@ -516,29 +518,34 @@ uint64_t urnic_progress(struct urnic_dev *dev)
 	return __atomic_load_n(sent, __ATOMIC_RELAXED) - before > DRAIN_RESTAMP_BYTES ? 0 : now;
 }
 
-void urnic_progress_leave(struct urnic_dev *dev, uint64_t now)
+/* A drain by an application not taken for a busy poller gives the engine thread the socket
+ * back. Returns the clock its return is to be timed from: now, or, when it woke the engine
+ * thread, the clock after the wake-up. An engine thread that shares this CPU preempts us in it
+ * and runs its turn (20 us and more here), which timed as the application's made its next
+ * return slow, the next drain gave the socket back again, and so on: in ib_send_lat over the
+ * rings a server that once lost its count stayed in that loop, two wake-ups a round trip, for
+ * 100-500 of 20,000 round trips. */
+static uint64_t give_back_socket(struct urnic_dev *dev, uint64_t now)
 {
-	if (!atomic_load_explicit(&dev->app_poll_ns, memory_order_relaxed))
-		return;
-	atomic_store(&dev->drained_ns, now ? now : urnic_now_ns());
-	/* one that comes back at once keeps the socket: the stand-back deadline covers the rest */
-	if (atomic_load_explicit(&dev->quick_returns, memory_order_relaxed) >= URNIC_APP_RETURNS)
-		return;
 	atomic_store(&dev->app_poll_ns, 0);
 	/* standing back, or woken to and not yet run: real-time, to run at once, ahead of what
 	 * this thread does next (it may spin on memory on this CPU) */
 	if (!atomic_load(&dev->on_socket))
 		engine_rt_set(dev, true);
-	if (atomic_load(&dev->standing_back)) {
-		urnic_engine_wake(dev);
-		/* The return is timed from here, after the wake-up: an engine thread that shares
-		 * this CPU preempts us in it and runs its turn (20 us and more here), which timed
-		 * as the application's made its next return slow, the next drain gave the socket
-		 * back again, and so on. In ib_send_lat over the rings a server that once lost its
-		 * count stayed in that loop, two wake-ups a round trip, for 100-500 of 20,000
-		 * round trips. */
-		atomic_store(&dev->drained_ns, urnic_now_ns());
-	}
+	if (!atomic_load(&dev->standing_back))
+		return now;
+	urnic_engine_wake(dev);
+	return urnic_now_ns();
+}
+
+void urnic_progress_leave(struct urnic_dev *dev, uint64_t now)
+{
+	if (!atomic_load_explicit(&dev->app_poll_ns, memory_order_relaxed))
+		return;
+	/* one that comes back at once keeps the socket: the stand-back deadline covers the rest */
+	if (atomic_load_explicit(&dev->quick_returns, memory_order_relaxed) < URNIC_APP_RETURNS)
+		now = give_back_socket(dev, now);
+	atomic_store(&dev->drained_ns, now ? now : urnic_now_ns());
 }
 
 void urnic_progress_idle(struct urnic_dev *dev)

@@ -47,9 +47,9 @@ static inline uint8_t *urnic_tx_ext(struct urnic_txpkt *p, unsigned off)
 
 /* requester.c: turns send WQEs into request packets while the window allows. QP lock held. */
 void urnic_req_run(struct urnic_qp *qp, struct urnic_txbatch *b);
-/* urnic_req_run for a post: on one clock, as a receive batch's handlers are (engine.c) */
+/* urnic_req_run for a post: its stamps share one clock, its timers another (engine.c) */
 void urnic_post_run(struct urnic_qp *qp, struct urnic_txbatch *b);
-/* Within urnic_post_run, reads its clock again (after its flush); elsewhere nothing. */
+/* Within urnic_post_run, has its clock read again when next needed; elsewhere nothing. */
 void urnic_clock_renew(void);
 /* Go back to psn (NAK, timeout, implicit NAK) and send again from there. */
 void urnic_req_retransmit_from(struct urnic_qp *qp, uint32_t psn);

@@ -346,19 +346,21 @@ static uint64_t ring_key(const void *ring)
 /* The part of a ring that a ping-pong's records use: its first URNIC_SHM_REWIND_AT bytes, and as
  * far again when a rewind is missed (rewind_if_empty). */
 #define PING_PONG_BYTES (2 * URNIC_SHM_REWIND_AT)
-_Static_assert(PING_PONG_BYTES <= RING_BYTES, "a ping-pong stays inside the ring");
+_Static_assert(PING_PONG_BYTES < RING_BYTES, "a ping-pong stays inside the ring");
 
-/* Touches each page of that part once, at set-up: the producer writes it, the consumer reads it.
+/* Touches each page of that part once, at set-up, the pages of both its ends included (data does
+ * not start a page, so data + PING_PONG_BYTES lies in one more): the producer writes it, the
+ * consumer reads it.
  * In this virtual machine the host shadows the guest's page tables, and a process's first write
  * to each page of a new mapping traps to the host (8 us a page here), as does its first read of
  * one page in eight (the rest come along): MAP_POPULATE and MADV_POPULATE_WRITE leave both. A
  * ping-pong round trip that met such a page in traffic took 10-18 us, one in 32 over a ring's
- * first lap. Zeros go on zeros, before the ring is announced. 2 ms and 0.3 ms per ring here. */
+ * first lap. Zeros go on zeros, before the ring is announced. About 2 ms and 0.3 ms a ring. */
 static void touch_pages(struct shm_ring *ring, bool write)
 {
 	volatile uint8_t *data = ring->data;
 
-	for (size_t off = 0; off < PING_PONG_BYTES; off += 4096) {
+	for (size_t off = 0; off <= PING_PONG_BYTES; off += 4096) {
 		if (write)
 			data[off] = 0;
 		else
