@@ -4,7 +4,9 @@
  * ACK still goes out by itself (URNIC_ACK_HOLD_NS, 20 us): the peer's WRITE completes without a
  * retransmission, where the peer's tail-loss probe would otherwise resend it after 250 us. A
  * scheduler that keeps an engine thread off its CPU can delay any ACK that long, so this is
- * tried up to TRIES times; without the timer no try can pass. */
+ * tried up to TRIES times; without the timer no try can pass. Under TSan about one try in four
+ * is held up so: with 3 tries rc_ack_hold_udp failed 1 of 60 runs at 1e2ff9c and 4 of 100 at
+ * 1af37f3, with 5 tries 0 of 60. */
 #include "rc_harness.h"
 
 #include <string.h>
@@ -13,7 +15,7 @@
 #include "common/stats.h"
 
 #define ROUNDS 300
-#define TRIES 3
+#define TRIES 5
 
 static uint64_t delta(const uint64_t *after, const uint64_t *before, enum urnic_counter c)
 {
