@@ -10,15 +10,7 @@
 #include <time.h>
 
 #include "net/fault.h"
-
-#define CHECK(c, ...)                                                                          \
-	do {                                                                                   \
-		if (!(c)) {                                                                    \
-			fprintf(stderr, "test_fault: FAIL: " __VA_ARGS__);                     \
-			fputc('\n', stderr);                                                   \
-			exit(1);                                                               \
-		}                                                                              \
-	} while (0)
+#include "check.h"
 
 #define NPKTS 20000
 #define PKT_LEN 64

@@ -15,15 +15,7 @@
 
 #include "net/net.h"
 #include "net/shm.h"
-
-#define CHECK(c, ...)                                                                          \
-	do {                                                                                   \
-		if (!(c)) {                                                                    \
-			fprintf(stderr, "test_shm_batch: FAIL: " __VA_ARGS__);                 \
-			fputc('\n', stderr);                                                   \
-			exit(1);                                                               \
-		}                                                                              \
-	} while (0)
+#include "check.h"
 
 #define PAIRS 200000
 #define AHEAD 512 /* pairs the producer may be ahead of the consumer: 64 KiB of a 4 MiB ring */
@@ -33,14 +25,6 @@
 static struct urnic_net consumer, producer;
 static atomic_uint taken;    /* pairs the consumer has checked */
 static atomic_bool finished; /* the consumer saw every pair, or failed */
-
-static uint32_t addr_of(const char *s)
-{
-	struct in_addr a;
-
-	inet_pton(AF_INET, s, &a);
-	return a.s_addr;
-}
 
 static uint64_t now_ns(void)
 {

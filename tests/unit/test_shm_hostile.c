@@ -22,25 +22,9 @@
 #include "net/net.h"
 #include "net/shm.h"
 #include "net/shm_layout.h"
-
-#define CHECK(c, ...)                                                                          \
-	do {                                                                                   \
-		if (!(c)) {                                                                    \
-			fprintf(stderr, "test_shm_hostile: FAIL: " __VA_ARGS__);               \
-			fputc('\n', stderr);                                                   \
-			exit(1);                                                               \
-		}                                                                              \
-	} while (0)
+#include "check.h"
 
 static struct urnic_stats_file stats; /* the consumer's counters */
-
-static uint32_t addr_of(const char *s)
-{
-	struct in_addr a;
-
-	inet_pton(AF_INET, s, &a);
-	return a.s_addr;
-}
 
 static void send_one(struct urnic_net *from, uint32_t to, const char *text)
 {

@@ -15,26 +15,10 @@
 #include "net/net.h"
 #include "net/shm.h"
 #include "wire/wire.h"
-
-#define CHECK(c, ...)                                                                          \
-	do {                                                                                   \
-		if (!(c)) {                                                                    \
-			fprintf(stderr, "test_shm_renew: FAIL: " __VA_ARGS__);                 \
-			fputc('\n', stderr);                                                   \
-			return 1;                                                              \
-		}                                                                              \
-	} while (0)
+#include "check.h"
 
 #define WAIT_MS 5000
 static const uint8_t payload[12] = "urnic-renew";
-
-static uint32_t addr_of(const char *s)
-{
-	struct in_addr a;
-
-	inet_pton(AF_INET, s, &a);
-	return a.s_addr;
-}
 
 /* A process at addr: opens the device, tells fd, then (expect) waits for one ring packet
  * carrying payload and exits 0 if it came, or sleeps until killed. */

@@ -15,17 +15,10 @@
 #include "common/param.h"
 #include "net/net.h"
 #include "net/shm.h"
+#include "check.h"
 
 #define PEERS (URNIC_SHM_PEERS + 8)
 #define WAIT_MS 3000
-
-static uint32_t addr_of(const char *s)
-{
-	struct in_addr a;
-
-	inet_pton(AF_INET, s, &a);
-	return a.s_addr;
-}
 
 /* The child: a device at from, one packet "peer N" to to, then wait to be killed. */
 static void peer(uint32_t from, uint32_t to, int n, int fd)

@@ -19,15 +19,7 @@
 #include "common/param.h"
 #include "net/net.h"
 #include "net/shm.h"
-
-#define CHECK(c, ...)                                                                          \
-	do {                                                                                   \
-		if (!(c)) {                                                                    \
-			fprintf(stderr, "test_shm_rewind: FAIL: " __VA_ARGS__);                \
-			fputc('\n', stderr);                                                   \
-			exit(1);                                                               \
-		}                                                                              \
-	} while (0)
+#include "check.h"
 
 #define HDR_LEN 28	 /* a BTH and a RETH, as a WRITE's first packet */
 #define PINGS 20000	 /* about 2.5 MiB of 128-byte records */
@@ -40,14 +32,6 @@
 static struct urnic_net consumer, producer;
 static uint8_t sent_bytes[BURST][HDR_LEN + URNIC_SHM_MTU];
 static const uint8_t *ring_start; /* where the ring's first record's packet landed */
-
-static uint32_t addr_of(const char *s)
-{
-	struct in_addr a;
-
-	inet_pton(AF_INET, s, &a);
-	return a.s_addr;
-}
 
 /* *p: packet number seq, of total bytes, its bytes derived from seq (kept in out). */
 static void make_packet(struct urnic_txpkt *p, uint32_t seq, uint32_t total, uint8_t *out)

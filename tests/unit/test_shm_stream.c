@@ -11,25 +11,9 @@
 
 #include "net/net.h"
 #include "net/shm.h"
-
-#define CHECK(c, ...)                                                                          \
-	do {                                                                                   \
-		if (!(c)) {                                                                    \
-			fprintf(stderr, "test_shm_stream: FAIL: " __VA_ARGS__);                \
-			fputc('\n', stderr);                                                   \
-			exit(1);                                                               \
-		}                                                                              \
-	} while (0)
+#include "check.h"
 
 #define HDR_LEN 28 /* a BTH and a RETH, as a WRITE's first packet */
-
-static uint32_t addr_of(const char *s)
-{
-	struct in_addr a;
-
-	inet_pton(AF_INET, s, &a);
-	return a.s_addr;
-}
 
 static void fill(uint8_t *p, size_t n, uint32_t seed)
 {

@@ -9,15 +9,7 @@
 #include <stdlib.h>
 
 #include "common/stats.h"
-
-#define CHECK(c, ...)                                                                          \
-	do {                                                                                   \
-		if (!(c)) {                                                                    \
-			fprintf(stderr, "test_stats_shards: FAIL: " __VA_ARGS__);              \
-			fputc('\n', stderr);                                                   \
-			exit(1);                                                               \
-		}                                                                              \
-	} while (0)
+#include "check.h"
 
 #define THREADS (2 * URNIC_STATS_SHARDS)
 #define ADDS 200000
