@@ -596,22 +596,27 @@ static void place_packet(struct shm_ring *ring, uint64_t at, const struct urnic_
 	memcpy(rec->data + sizeof(place), p->iov[0].iov_base, p->iov[0].iov_len);
 }
 
-/* Room for a record of need bytes at *head (moved past a wrap record if one is needed, sealed
- * unless it is at first), or false. */
+/* A wrap record at *head, sealed unless it is at first (a run's first record is sealed last, by
+ * produce): the rest of the lap is padding, and *head goes on from the ring's start. */
+static void put_wrap(struct shm_ring *ring, uint64_t *head, uint64_t first)
+{
+	rec_at(ring, *head)->len = REC_WRAP;
+	if (*head != first)
+		seal(ring, *head);
+	*head += RING_BYTES - *head % RING_BYTES;
+}
+
+/* Room for a record of need bytes at *head (moved past a wrap record if one is needed), or
+ * false. */
 static bool reserve(struct shm_ring *ring, uint64_t *head, uint64_t tail, uint32_t need,
 		    uint64_t first)
 {
-	uint32_t pos = (uint32_t)(*head % RING_BYTES), pad = RING_BYTES - pos;
+	uint32_t pad = RING_BYTES - (uint32_t)(*head % RING_BYTES);
 
 	if (pad < need) { /* the record would cross the end: pad to it, start over at 0 */
 		if (*head + pad + need - tail > RING_BYTES)
 			return false;
-		struct shm_rec *wrap = (struct shm_rec *)(ring->data + pos);
-
-		wrap->len = REC_WRAP;
-		if (*head != first)
-			seal(ring, *head);
-		*head += pad;
+		put_wrap(ring, head, first);
 	}
 	return *head + need - tail <= RING_BYTES;
 }
@@ -646,8 +651,7 @@ static void rewind_if_empty(struct shm_route *r, struct shm_ring *ring, uint64_t
 	r->tail_seen = atomic_load_explicit(&ring->tail, memory_order_acquire);
 	if (r->tail_seen != *head)
 		return;
-	rec_at(ring, *head)->len = REC_WRAP;
-	*head += RING_BYTES - pos;
+	put_wrap(ring, head, *head); /* the run's first record: sealed last, with the run */
 }
 
 static void count(struct urnic_net *net, enum urnic_counter c, uint64_t n)
