@@ -8,7 +8,10 @@
  *   - an empty system call;
  *   - moving a timerfd later, when it is its CPU's next timer (400 us out) and when it is not
  *     (100 s out): what a polling application would pay to keep a sleeper's deadline ahead;
- *   - the first touch of a page of fresh anonymous memory (a page fault).
+ *   - the first touch of a page of fresh anonymous memory (a page fault);
+ *   - a thread that re-checks every 400 us or 1.6 ms (a ppoll() timeout, as the engine thread
+ *     standing back for a polling application) beside a spinning thread on its CPU: the share
+ *     of the spinner's time taken from it, against the same spinner alone.
  * Needs two CPUs. Built as build/bin/wakeup (or gcc -O2 -pthread -o /tmp/wakeup bench/wakeup.c). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -159,6 +162,45 @@ static void rearm_rounds(uint64_t ahead_ns, const char *label)
 	print_us(label, write_ns, ROUNDS);
 }
 
+static atomic_bool stop_recheck;
+
+static void *rechecker(void *arg)
+{
+	struct timespec ts = {0, (long)(uintptr_t)arg};
+
+	pin(1);
+	while (!atomic_load(&stop_recheck))
+		ppoll(NULL, 0, &ts, NULL);
+	return NULL;
+}
+
+/* Spins on CPU 1 for a second beside a thread that wakes every period_ns there (none: 0), and
+ * prints how much of the second went elsewhere (gaps of over 1 us between clock reads). */
+static void recheck_rounds(uint64_t period_ns, const char *label)
+{
+	pthread_t t;
+	uint64_t start, last, lost = 0, gaps = 0;
+
+	atomic_store(&stop_recheck, false);
+	if (period_ns)
+		pthread_create(&t, NULL, rechecker, (void *)(uintptr_t)period_ns);
+	pin(1);
+	usleep(10000);
+	start = last = now_ns();
+	for (uint64_t n = start; n - start < 1000000000ull; n = now_ns()) {
+		if (n - last > 1000) {
+			lost += n - last;
+			gaps++;
+		}
+		last = n;
+	}
+	atomic_store(&stop_recheck, true);
+	if (period_ns)
+		pthread_join(t, NULL);
+	printf("  %-44s %5.2f%% of its time lost, %lu gaps\n", label, (double)lost / 1e7,
+	       (unsigned long)gaps);
+}
+
 static void fault_rounds(void)
 {
 	const size_t page = 4096;
@@ -201,5 +243,10 @@ int main(void)
 	rearm_rounds(400000, "its CPU's next timer, 400 us out");
 	rearm_rounds(100000000000ull, "100 s out, behind the tick");
 	fault_rounds();
+	printf("a spinner on CPU 1 and a thread that re-checks there (timer slack 50 us):\n");
+	prctl(PR_SET_TIMERSLACK, 50000UL);
+	recheck_rounds(0, "alone");
+	recheck_rounds(400000, "re-checks every 400 us");
+	recheck_rounds(1600000, "re-checks every 1.6 ms");
 	return 0;
 }

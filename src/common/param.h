@@ -125,13 +125,19 @@
 #define URNIC_ACK_HOLD_WINDOW_NS 1000000ull
 #define URNIC_APP_POLL_NS 50000ull /* engine thread stands back this long after an app poll */
 /* While the application keeps polling, each stand-back sleeps twice as long as the one before,
- * up to URNIC_APP_POLL_NS << URNIC_APP_POLL_BACKOFF (400 us): a wake-up for nothing takes the
- * application's CPU (some 20 us on this machine's virtual CPUs), and an application that still
- * polls has the socket anyway. These wake-ups make 2-3% of ib_send_lat's round trips over the
- * rings 10-60 us, a sixth of its average; a ceiling of 1.6 ms took the average from 2.3 to 2.0
- * us, but left rc_ack_hold_udp's held ACK to a late engine thread under TSan (5 of 30 runs
- * failed, 0 of 30 at 400 us), so it stays at 400 us. */
-#define URNIC_APP_POLL_BACKOFF 3u
+ * up to URNIC_APP_POLL_NS << URNIC_APP_POLL_BACKOFF (1.6 ms): a wake-up for nothing takes the
+ * polling application's CPU, some 45 us of it on this machine's virtual CPUs (bench/wakeup.c:
+ * a spinner lost 8.8% of its time to a thread re-checking every 400 us beside it, 4.3% at
+ * 1.6 ms, 2.7% alone), and an application that still polls has the socket anyway. The price is
+ * paid by an application that stops polling without a drain that hands the socket back: its
+ * packets and owed ACKs wait up to this long for the engine thread, under the 2 ms
+ * retransmission floor (URNIC_RTO_MIN_NS), so its peers send a tail-loss probe at most. At
+ * 400 us the re-checks made 1% of ib_send_lat's ring samples 5-20 us; 1.6 ms took its average
+ * from 0.89-0.93 to 0.83-0.85 us (docs/PERFORMANCE.md). A 1.6 ms ceiling tried before
+ * (3eb6f96) made rc_ack_hold_udp under TSan fail 5 of 30 runs and was taken back (1f8fccb);
+ * now 0 of 30 with the code since (18ba4ed took away the give-back loop), none needing a
+ * second try. */
+#define URNIC_APP_POLL_BACKOFF 5u
 /* An application that emptied its CQ and polls again within URNIC_APP_RETURN_NS returned
  * quickly. The count of quick returns (one more for each, up to URNIC_APP_RETURNS_MAX; one less
  * for each slow return) at URNIC_APP_RETURNS or above marks an application busy-polling its CQs
