@@ -77,6 +77,11 @@ struct urnic_dev {
 	atomic_uint quick_returns;      /* quick returns after drains less slow ones, 0..MAX */
 	_Atomic uint64_t app_polled_ns;  /* the same, but never cleared: see watch() */
 	unsigned standbacks;      /* engine thread only: stand-backs in a row (each one longer) */
+	_Atomic uint64_t sock_rx_ns; /* a turn last took packets from the socket (not rings) */
+	/* a peer's RDMA WRITE (no immediate) or atomic last landed here: no completion tells the
+	 * application, which may wait on memory for it (engine.c, stand_back_max) */
+	_Atomic uint64_t landed_ns;
+	bool sock_woke;           /* engine thread only: the socket ended its last stand-back */
 	/* progress_lock holder only */
 	bool tx_pending;          /* some QP has READ responses to send */
 	int scan_from; /* where the next scan of qps starts: each QP goes first in turn */

@@ -129,15 +129,16 @@
  * polling application's CPU, some 45 us of it on this machine's virtual CPUs (bench/wakeup.c:
  * a spinner lost 8.8% of its time to a thread re-checking every 400 us beside it, 4.3% at
  * 1.6 ms, 2.7% alone), and an application that still polls has the socket anyway. The price is
- * paid by an application that stops polling without a drain that hands the socket back: its
- * packets and owed ACKs wait up to this long for the engine thread, under the 2 ms
- * retransmission floor (URNIC_RTO_MIN_NS), so its peers send a tail-loss probe at most. At
- * 400 us the re-checks made 1% of ib_send_lat's ring samples 5-20 us; 1.6 ms took its average
- * from 0.89-0.93 to 0.83-0.85 us (docs/PERFORMANCE.md). A 1.6 ms ceiling tried before
- * (3eb6f96) made rc_ack_hold_udp under TSan fail 5 of 30 runs and was taken back (1f8fccb);
- * now 0 of 30 with the code since (18ba4ed took away the give-back loop), none needing a
- * second try. */
+ * paid by an application that stops polling without a drain that hands the socket back: what
+ * comes for it waits up to this long for the engine thread. One that waits on memory for a
+ * peer's WRITE is such an application whenever the WRITE comes after the drain: ib_write_lat's
+ * slowest samples followed the ceiling (over UDP about 230 us at 400 us, 450-880 at 800 us,
+ * 0.8-2.2 ms at 1.6 ms). So where a WRITE without immediate or an atomic landed in the last
+ * 1.6 ms the ceiling is URNIC_APP_POLL_NS << URNIC_APP_POLL_BACKOFF_LANDED (400 us), as it was
+ * everywhere before. A 1.6 ms ceiling for all (3eb6f96) had made rc_ack_hold_udp under TSan
+ * fail 5 of 30 runs and was taken back. */
 #define URNIC_APP_POLL_BACKOFF 5u
+#define URNIC_APP_POLL_BACKOFF_LANDED 3u
 /* An application that emptied its CQ and polls again within URNIC_APP_RETURN_NS returned
  * quickly. The count of quick returns (one more for each, up to URNIC_APP_RETURNS_MAX; one less
  * for each slow return) at URNIC_APP_RETURNS or above marks an application busy-polling its CQs

@@ -64,7 +64,10 @@
 	X(shm_ring_broken, "shm_ring_broken")                                                      \
 	X(shm_rx_placed, "shm_rx_payloads_in_place")                                               \
 	X(shm_place_stale, "drop_shm_place_stale")                                                 \
-	X(shm_place_refused, "shm_place_refused")
+	X(shm_place_refused, "shm_place_refused")                                                  \
+	X(engine_wakes_poll, "engine_wakes_by_poll")                                               \
+	X(engine_wakes_drain, "engine_wakes_by_drain")                                             \
+	X(engine_rechecks, "engine_stand_back_rechecks")
 
 enum urnic_counter {
 #define URNIC_COUNTER_ENUM(id, name) URNIC_C_##id,
@@ -84,7 +87,7 @@ extern const char *const urnic_counter_names[URNIC_C_COUNT];
  * shards (urnic_stats_fold) and may see a counter a few events behind. Version bumps whenever
  * this layout changes. */
 #define URNIC_STATS_MAGIC 0x75726e6963737461ull /* "urnicsta" */
-#define URNIC_STATS_VERSION 12
+#define URNIC_STATS_VERSION 13
 #define URNIC_STATS_QP_SLOTS 1024
 #define URNIC_STATS_SHARDS 16
 

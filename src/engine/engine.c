@@ -346,14 +346,46 @@ static int engine_create(struct urnic_dev *dev, void *(*fn)(void *))
 	return err;
 }
 
-/* Standing back: the application's polls run the timers too, so only its silence is watched
- * for, after the last poll, and for longer each time in a row (URNIC_APP_POLL_BACKOFF). */
-static uint64_t stand_back_until(struct urnic_dev *dev, uint64_t app)
+void urnic_engine_landed(struct urnic_dev *dev)
 {
-	unsigned shift = dev->standbacks;
+	atomic_store_explicit(&dev->landed_ns, urnic_clock_ns(), memory_order_relaxed);
+}
 
-	if (dev->standbacks < URNIC_APP_POLL_BACKOFF)
-		dev->standbacks++;
+/* How far the stand-backs may back off (URNIC_APP_POLL_BACKOFF): less where a peer's WRITE or
+ * atomic landed lately, since the application may wait on memory for the next one, and the
+ * stand-back's end is when the engine thread would place it (ib_write_lat's slow samples
+ * followed the ceiling). An application told of what arrives by its completions polls for
+ * them, and there the long ceiling saves wake-ups. */
+static unsigned stand_back_max(struct urnic_dev *dev, uint64_t now)
+{
+	uint64_t landed = atomic_load_explicit(&dev->landed_ns, memory_order_relaxed);
+
+	return polled_within(landed, now, URNIC_APP_POLL_NS << URNIC_APP_POLL_BACKOFF)
+		       ? URNIC_APP_POLL_BACKOFF_LANDED
+		       : URNIC_APP_POLL_BACKOFF;
+}
+
+/* Whether a long stand-back listens to the socket: on rings alone, a peer that sends a packet
+ * again rings (net/shm.c, sent_again), and the application may have stopped polling to wait on
+ * memory. Not while packets come by the socket (each would wake this thread), nor right after
+ * the socket ended a stand-back (the datagram waits for the polls: sock_due). */
+static bool stand_back_listens(struct urnic_dev *dev, unsigned max, uint64_t now)
+{
+	uint64_t sock = atomic_load_explicit(&dev->sock_rx_ns, memory_order_relaxed);
+
+	return max == URNIC_APP_POLL_BACKOFF && !dev->sock_woke && urnic_shm_rings_in(&dev->net) &&
+	       !polled_within(sock, now, URNIC_APP_POLL_NS << URNIC_APP_POLL_BACKOFF);
+}
+
+/* Standing back: the application's polls run the timers too, so only its silence is watched
+ * for, after the last poll, and for longer each time in a row (stand_back_max). */
+static uint64_t stand_back_until(struct urnic_dev *dev, uint64_t app, unsigned max)
+{
+	unsigned shift = dev->standbacks < max ? dev->standbacks : max;
+
+	if (dev->standbacks) /* the last sleep stood back too, and the polls go on */
+		urnic_count(dev, URNIC_C_engine_rechecks, 1);
+	dev->standbacks = shift < max ? shift + 1 : max;
 	atomic_store(&dev->on_socket, false);
 	atomic_store(&dev->sleep_until_ns, 0); /* no QP timer wakes it */
 	return app + (URNIC_APP_POLL_NS << shift);
@@ -377,8 +409,10 @@ static void sleep_until(struct urnic_dev *dev, uint64_t deadline)
 	uint64_t app = atomic_load(&dev->app_poll_ns);
 
 	if (polled_within(app, now, URNIC_APP_POLL_NS)) {
-		nfds = 1;
-		deadline = stand_back_until(dev, app);
+		unsigned max = stand_back_max(dev, now);
+
+		nfds = stand_back_listens(dev, max, now) ? 2 : 1;
+		deadline = stand_back_until(dev, app, max);
 		engine_rt(dev, false, true);
 	} else {
 		engine_rt(dev, true, false);
@@ -400,12 +434,15 @@ static void sleep_until(struct urnic_dev *dev, uint64_t deadline)
 				       .tv_nsec = (long)(wait % 1000000000ull)};
 		tsp = &ts;
 	}
-	if (ppoll(fds, nfds, tsp, NULL) > 0 && (fds[0].revents & POLLIN)) {
+	int ready = ppoll(fds, nfds, tsp, NULL);
+
+	if (ready > 0 && (fds[0].revents & POLLIN)) {
 		uint64_t v;
 
 		if (read(dev->wake_fd, &v, sizeof(v)) < 0)
 			v = 0;
 	}
+	dev->sock_woke = ready > 0 && nfds == 2 && (fds[1].revents & POLLIN);
 	atomic_store(&dev->standing_back, false);
 	atomic_store(&dev->on_socket, false);
 	atomic_store(&dev->sleep_until_ns, 0);
@@ -436,6 +473,8 @@ static bool progress_turn(struct urnic_dev *dev, struct urnic_txbatch *b, uint64
 	int n = urnic_net_recv(&dev->net, dev->net.rx_pkts, &t, now);
 
 	if (n > 0) {
+		if ((uint64_t)n > t.shm_packets)
+			atomic_store_explicit(&dev->sock_rx_ns, now, memory_order_relaxed);
 		if (t.syscalls)
 			urnic_count(dev, URNIC_C_rx_syscalls, t.syscalls);
 		if (t.gro_receives)
@@ -498,6 +537,7 @@ uint64_t urnic_progress(struct urnic_dev *dev)
 		urnic_shm_awake(&dev->net);
 		engine_rt_set(dev, false);
 		urnic_engine_wake(dev);
+		urnic_count(dev, URNIC_C_engine_wakes_poll, 1);
 	}
 	if (pthread_mutex_trylock(&dev->progress_lock) != 0) {
 		/* The holder may be waiting for this very CPU (an engine thread pinned beside a
@@ -535,6 +575,7 @@ static uint64_t give_back_socket(struct urnic_dev *dev, uint64_t now)
 	if (!atomic_load(&dev->standing_back))
 		return now;
 	urnic_engine_wake(dev);
+	urnic_count(dev, URNIC_C_engine_wakes_drain, 1);
 	return urnic_now_ns();
 }
 

@@ -30,6 +30,8 @@ extern bool urnic_trace;
 /* engine.c: a tail loss probe's least wait in ns (URNIC_PROBE_MIN_NS; URNIC_PROBE_MIN_US sets
  * it, up to the retransmission timer's floor), read from the environment once */
 uint64_t urnic_probe_min_ns(void);
+/* engine.c: a peer's WRITE without immediate or atomic has landed in this device's memory */
+void urnic_engine_landed(struct urnic_dev *dev);
 void urnic_trace_pkt(const char *dir, const struct urnic_dev *dev, const uint8_t *bth,
 		     uint32_t len, uint32_t peer);
 

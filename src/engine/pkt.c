@@ -102,6 +102,7 @@ struct urnic_txpkt *urnic_tx_begin(struct urnic_txbatch *b, struct urnic_qp *qp,
 	urnic_bth_build(p->hdr, &f);
 	p->daddr = qp->peer_addr;
 	p->sport_idx = qp->sport_idx;
+	p->again = false;
 	p->iov[0] = (struct iovec){.iov_base = p->hdr, .iov_len = op->hdr_len};
 	p->iovcnt = 1;
 	return p;

@@ -43,13 +43,16 @@ static uint32_t inflight(const struct urnic_qp *qp)
 	return (uint32_t)psn_diff(qp->snd_nxt, qp->snd_una);
 }
 
-/* A packet with these n PSNs is built; one below snd_max went before (a go-back sends it again). */
-static void note_psns(struct urnic_qp *qp, uint32_t psn, uint32_t n)
+/* Packet p with these n PSNs is built; one below snd_max went before (a go-back or a probe
+ * sends it again). */
+static void note_psns(struct urnic_qp *qp, struct urnic_txpkt *p, uint32_t psn, uint32_t n)
 {
 	uint32_t end = psn_add(psn, n);
 
-	if (psn_diff(psn, qp->snd_max) < 0)
+	if (psn_diff(psn, qp->snd_max) < 0) {
 		urnic_qp_count(qp, URNIC_C_retransmits, 1);
+		p->again = true;
+	}
 	if (psn_diff(end, qp->snd_nxt) > 0)
 		qp->snd_nxt = end;
 	if (psn_diff(end, qp->snd_max) > 0)
@@ -120,7 +123,7 @@ static enum req_step send_data_packet(struct urnic_qp *qp, struct urnic_swqe *w,
 		urnic_rtx_sent(qp, psn);
 	}
 	w->sent++;
-	note_psns(qp, psn, 1);
+	note_psns(qp, p, psn, 1);
 	return w->sent == w->npkts ? REQ_WQE_DONE : REQ_SENT_PACKET;
 }
 
@@ -166,7 +169,7 @@ static enum req_step send_read_request(struct urnic_qp *qp, struct urnic_swqe *w
 	urnic_rtx_sent(qp, psn);
 	w->sent += chunk;
 	qp->rd_outstanding++;
-	note_psns(qp, psn, chunk);
+	note_psns(qp, p, psn, chunk);
 	return w->sent == w->npkts ? REQ_WQE_DONE : REQ_SENT_PACKET;
 }
 
@@ -185,7 +188,7 @@ static enum req_step send_atomic(struct urnic_qp *qp, struct urnic_swqe *w,
 	urnic_rtx_sent(qp, w->first_psn);
 	w->sent = 1;
 	qp->rd_outstanding++;
-	note_psns(qp, w->first_psn, 1);
+	note_psns(qp, p, w->first_psn, 1);
 	return REQ_WQE_DONE;
 }
 
@@ -214,7 +217,7 @@ static enum req_step send_datagram(struct urnic_qp *qp, struct urnic_swqe *w,
 	}
 	urnic_tx_finish(qp, p, w->length);
 	w->sent = 1;
-	note_psns(qp, qp->snd_nxt, 1);
+	note_psns(qp, p, qp->snd_nxt, 1);
 	return REQ_WQE_DONE;
 }
 

@@ -198,6 +198,8 @@ static enum resp_outcome exec_write(struct urnic_qp *qp, const struct resp_pkt *
 	qp->in_write = !(mask & URNIC_M_LAST);
 	if ((mask & URNIC_M_LAST) && rp->op->immdt)
 		complete_recv(qp, rp, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, qp->write_len);
+	else if (mask & URNIC_M_LAST)
+		urnic_engine_landed(qp->dev);
 	return RESP_DONE;
 }
 
@@ -340,6 +342,7 @@ static enum resp_outcome exec_atomic(struct urnic_qp *qp, const struct resp_pkt 
 	}
 	URNIC_DMA_END();
 	pthread_rwlock_unlock(&qp->dev->mr_lock);
+	urnic_engine_landed(qp->dev);
 	/* answered in PSN order behind any READ still being answered; kept afterwards so that a
 	 * duplicate gets the same answer, not a second execution */
 	*r = (struct urnic_rd_res){

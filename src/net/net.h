@@ -26,6 +26,9 @@ struct urnic_txpkt {
 	uint32_t len;	/* BTH through ICRC */
 	uint16_t ip_id; /* the IPv4 ID the ICRC is computed for: 0, or its place in a GSO send */
 	uint16_t slot;	/* its index in the array urnic_net_send was given (the net layer's) */
+	/* sent before (a probe or a go-back): a ring's reader may have stopped reading, so the
+	 * ring's doorbell rings even if its reader's engine thread is awake (net/shm.c, produce) */
+	bool again;
 	uint8_t hdr[URNIC_MAX_HDR_LEN];
 	uint8_t trailer[8];
 	struct iovec iov[URNIC_TX_MAX_IOV];

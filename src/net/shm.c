@@ -20,7 +20,9 @@
  *
  * Waking: a receiver about to sleep on its socket sets inbox->sleeping and looks at its rings
  * once more; a producer publishes, then reads the flag (both with a full fence: neither can miss
- * the other) and, if set, sends the control datagram again as a doorbell.
+ * the other) and, if set, sends the control datagram again as a doorbell. It rings it too for
+ * a packet sent again (a probe, a go-back): a standing-back engine thread on rings alone listens
+ * for it (engine.c, sleep_until).
  *
  * Trust: files are created 0600 and a ring or inbox is used only if its owner is this process's
  * effective uid, the trust UCX's shared-memory transports assume. A peer with a ring can put any
@@ -660,6 +662,18 @@ static void count(struct urnic_net *net, enum urnic_counter c, uint64_t n)
 		urnic_stats_add(net->stats, c, n);
 }
 
+/* Whether one of pkts[0..n) was sent before: its first sending has gone unanswered for a probe's
+ * wait or a timer's, and the reader's application, taken for a busy poller, may have stopped
+ * polling to wait on memory with its engine thread standing back; a doorbell ends that stand-back
+ * (engine.c, sleep_until). */
+static bool sent_again(const struct urnic_txpkt *pkts, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (pkts[i].again)
+			return true;
+	return false;
+}
+
 /* Copies the run pkts[0..n) (all to r) into r's ring and publishes it; returns how many fitted.
  * The run's first record is sealed last, so the consumer takes the run whole: an ACK and the
  * WRITE that follows it in one flush, seen apart, let a poll return the ACK's completion while
@@ -711,7 +725,7 @@ static int produce(struct urnic_shm *s, struct shm_route *r, struct urnic_net *n
 	atomic_thread_fence(memory_order_seq_cst); /* the seals before the flag: see the top */
 	uint64_t now = k < n ? urnic_mono_ns() : 0;
 
-	if (atomic_load_explicit(&r->inbox->sleeping, memory_order_relaxed) ||
+	if (atomic_load_explicit(&r->inbox->sleeping, memory_order_relaxed) || sent_again(pkts, k) ||
 	    (k < n && now - r->nudged_ns > FULL_RING_NUDGE_NS)) {
 		send_control(s, r);
 		r->nudged_ns = now ? now : r->nudged_ns;
