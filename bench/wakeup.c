@@ -182,8 +182,10 @@ static void recheck_rounds(uint64_t period_ns, const char *label)
 	uint64_t start, last, lost = 0, gaps = 0;
 
 	atomic_store(&stop_recheck, false);
-	if (period_ns)
-		pthread_create(&t, NULL, rechecker, (void *)(uintptr_t)period_ns);
+	if (period_ns && pthread_create(&t, NULL, rechecker, (void *)(uintptr_t)period_ns) != 0) {
+		perror("pthread_create");
+		return;
+	}
 	pin(1);
 	usleep(10000);
 	start = last = now_ns();

@@ -256,7 +256,7 @@ void urnic_engine_flush_acks(struct urnic_dev *dev)
  * returns them, and the answer the application then sends waits for it. A request the
  * application posts on the QP meanwhile takes the QP's ACK along (urnic_req_run). The next turn
  * is its next poll, or the engine thread's once the polls stop (its stand-back deadline,
- * URNIC_APP_POLL_NS to 32 times that after the last poll). Destroying or moving the QP, closing
+ * URNIC_APP_POLL_NS to 8 or 32 times that after the last poll). Destroying or moving the QP, closing
  * the device and exiting the process send what is owed at once. */
 static bool acks_may_wait(const struct urnic_dev *dev)
 {
@@ -365,15 +365,15 @@ static unsigned stand_back_max(struct urnic_dev *dev, uint64_t now)
 		       : URNIC_APP_POLL_BACKOFF;
 }
 
-/* Whether a long stand-back listens to the socket: on rings alone, a peer that sends a packet
- * again rings (net/shm.c, sent_again), and the application may have stopped polling to wait on
+/* Whether a stand-back listens to the socket: on rings alone, a peer that sends a packet again
+ * rings (net/shm.c, sent_again), and the application may have stopped polling to wait on
  * memory. Not while packets come by the socket (each would wake this thread), nor right after
  * the socket ended a stand-back (the datagram waits for the polls: sock_due). */
-static bool stand_back_listens(struct urnic_dev *dev, unsigned max, uint64_t now)
+static bool stand_back_listens(struct urnic_dev *dev, uint64_t now)
 {
 	uint64_t sock = atomic_load_explicit(&dev->sock_rx_ns, memory_order_relaxed);
 
-	return max == URNIC_APP_POLL_BACKOFF && !dev->sock_woke && urnic_shm_rings_in(&dev->net) &&
+	return !dev->sock_woke && urnic_shm_rings_in(&dev->net) &&
 	       !polled_within(sock, now, URNIC_APP_POLL_NS << URNIC_APP_POLL_BACKOFF);
 }
 
@@ -403,6 +403,7 @@ static void sleep_until(struct urnic_dev *dev, uint64_t deadline)
 	struct timespec ts, *tsp = NULL;
 	uint64_t now = urnic_now_ns();
 	nfds_t nfds = 2;
+	bool stood = false; /* stood back: sleeps on the eventfd, and on the socket if it listens */
 
 	atomic_store(&dev->standing_back, true);
 	atomic_store(&dev->on_socket, true);
@@ -411,7 +412,10 @@ static void sleep_until(struct urnic_dev *dev, uint64_t deadline)
 	if (polled_within(app, now, URNIC_APP_POLL_NS)) {
 		unsigned max = stand_back_max(dev, now);
 
-		nfds = stand_back_listens(dev, max, now) ? 2 : 1;
+		stood = true;
+		nfds = stand_back_listens(dev, now) ? 2 : 1;
+		if (dev->sock_woke) /* the polls may have stopped: look again soon */
+			dev->standbacks = 0;
 		deadline = stand_back_until(dev, app, max);
 		engine_rt(dev, false, true);
 	} else {
@@ -442,7 +446,7 @@ static void sleep_until(struct urnic_dev *dev, uint64_t deadline)
 		if (read(dev->wake_fd, &v, sizeof(v)) < 0)
 			v = 0;
 	}
-	dev->sock_woke = ready > 0 && nfds == 2 && (fds[1].revents & POLLIN);
+	dev->sock_woke = stood && ready > 0 && nfds == 2 && fds[1].revents;
 	atomic_store(&dev->standing_back, false);
 	atomic_store(&dev->on_socket, false);
 	atomic_store(&dev->sleep_until_ns, 0);
@@ -473,7 +477,7 @@ static bool progress_turn(struct urnic_dev *dev, struct urnic_txbatch *b, uint64
 	int n = urnic_net_recv(&dev->net, dev->net.rx_pkts, &t, now);
 
 	if (n > 0) {
-		if ((uint64_t)n > t.shm_packets)
+		if (t.sock_packets)
 			atomic_store_explicit(&dev->sock_rx_ns, now, memory_order_relaxed);
 		if (t.syscalls)
 			urnic_count(dev, URNIC_C_rx_syscalls, t.syscalls);

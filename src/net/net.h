@@ -53,6 +53,7 @@ struct urnic_net_tally {
 	uint64_t gro_receives;	   /* datagrams that carried more than one packet */
 	uint64_t gro_excess;	   /* packets past URNIC_GSO_MAX_SEGS in one datagram: dropped */
 	uint64_t shm_packets;	   /* received through a shared-memory ring */
+	uint64_t sock_packets;	   /* received by the socket (before any fault injection) */
 };
 
 struct urnic_fault;

@@ -725,8 +725,8 @@ static int produce(struct urnic_shm *s, struct shm_route *r, struct urnic_net *n
 	atomic_thread_fence(memory_order_seq_cst); /* the seals before the flag: see the top */
 	uint64_t now = k < n ? urnic_mono_ns() : 0;
 
-	if (atomic_load_explicit(&r->inbox->sleeping, memory_order_relaxed) || sent_again(pkts, k) ||
-	    (k < n && now - r->nudged_ns > FULL_RING_NUDGE_NS)) {
+	if (atomic_load_explicit(&r->inbox->sleeping, memory_order_relaxed) ||
+	    sent_again(pkts, k) || (k < n && now - r->nudged_ns > FULL_RING_NUDGE_NS)) {
 		send_control(s, r);
 		r->nudged_ns = now ? now : r->nudged_ns;
 		count(net, URNIC_C_shm_doorbells, 1);

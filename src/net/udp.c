@@ -429,6 +429,7 @@ int urnic_net_recv(struct urnic_net *net, struct urnic_rxpkt *out, struct urnic_
 	if (!socket_can_wait(net, now)) {
 		n = recv_socket(net, out, t);
 		socket_polled(net, n > 0);
+		t->sock_packets += (uint64_t)n;
 	}
 
 	if (net->shm) {
