@@ -256,8 +256,8 @@ void urnic_engine_flush_acks(struct urnic_dev *dev)
  * returns them, and the answer the application then sends waits for it. A request the
  * application posts on the QP meanwhile takes the QP's ACK along (urnic_req_run). The next turn
  * is its next poll, or the engine thread's once the polls stop (its stand-back deadline,
- * URNIC_APP_POLL_NS to 8 or 32 times that after the last poll). Destroying or moving the QP, closing
- * the device and exiting the process send what is owed at once. */
+ * URNIC_APP_POLL_NS to 8 or 32 times that after the last poll). Destroying or moving the QP,
+ * closing the device and exiting the process send what is owed at once. */
 static bool acks_may_wait(const struct urnic_dev *dev)
 {
 	return atomic_load_explicit(&dev->quick_returns, memory_order_relaxed) >= URNIC_APP_RETURNS;
