@@ -346,6 +346,10 @@ static int engine_create(struct urnic_dev *dev, void *(*fn)(void *))
 	return err;
 }
 
+/* The longest stand-back (1.6 ms), which is also how long a landed WRITE or a packet by the
+ * socket is remembered. */
+#define STAND_BACK_LONGEST (URNIC_APP_POLL_NS << URNIC_APP_POLL_BACKOFF)
+
 void urnic_engine_landed(struct urnic_dev *dev)
 {
 	atomic_store_explicit(&dev->landed_ns, urnic_clock_ns(), memory_order_relaxed);
@@ -360,9 +364,8 @@ static unsigned stand_back_max(struct urnic_dev *dev, uint64_t now)
 {
 	uint64_t landed = atomic_load_explicit(&dev->landed_ns, memory_order_relaxed);
 
-	return polled_within(landed, now, URNIC_APP_POLL_NS << URNIC_APP_POLL_BACKOFF)
-		       ? URNIC_APP_POLL_BACKOFF_LANDED
-		       : URNIC_APP_POLL_BACKOFF;
+	return polled_within(landed, now, STAND_BACK_LONGEST) ? URNIC_APP_POLL_BACKOFF_LANDED
+							      : URNIC_APP_POLL_BACKOFF;
 }
 
 /* Whether a stand-back listens to the socket: on rings alone, a peer that sends a packet again
@@ -374,7 +377,7 @@ static bool stand_back_listens(struct urnic_dev *dev, uint64_t now)
 	uint64_t sock = atomic_load_explicit(&dev->sock_rx_ns, memory_order_relaxed);
 
 	return !dev->sock_woke && urnic_shm_rings_in(&dev->net) &&
-	       !polled_within(sock, now, URNIC_APP_POLL_NS << URNIC_APP_POLL_BACKOFF);
+	       !polled_within(sock, now, STAND_BACK_LONGEST);
 }
 
 /* Standing back: the application's polls run the timers too, so only its silence is watched
