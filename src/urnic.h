@@ -288,6 +288,8 @@ struct urnic_rtx {
 	uint32_t cwnd_acked; /* packets acknowledged towards the next step of cwnd */
 	uint32_t cwnd_prior, ssthresh_prior; /* before the cut: back if it proves spurious */
 	bool window_cut; /* cut since the last progress: ssthresh is already set */
+	/* the ring's mark after the last request sent through one (net/shm.h); 0: none */
+	uint64_t ring_mark;
 };
 
 /* A UD QP's record of one sender's IPv4 IDs: each peer stamps its own kind (a urnic peer 0, an

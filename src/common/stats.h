@@ -20,6 +20,7 @@
 	X(cwnd_cuts, "congestion_window_cuts")                                                     \
 	X(spurious_gobacks, "spurious_go_backs")                                                   \
 	X(tail_probes, "tail_loss_probes")                                                         \
+	X(ring_waits, "retransmit_waits_for_ring_reader")                                          \
 	X(acks_sent, "acks_sent")                                                                  \
 	X(acks_rcvd, "acks_received")                                                              \
 	X(acks_with_requests, "acks_with_requests")                                                \
@@ -87,7 +88,7 @@ extern const char *const urnic_counter_names[URNIC_C_COUNT];
  * shards (urnic_stats_fold) and may see a counter a few events behind. Version bumps whenever
  * this layout changes. */
 #define URNIC_STATS_MAGIC 0x75726e6963737461ull /* "urnicsta" */
-#define URNIC_STATS_VERSION 13
+#define URNIC_STATS_VERSION 14
 #define URNIC_STATS_QP_SLOTS 1024
 #define URNIC_STATS_SHARDS 16
 

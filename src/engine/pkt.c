@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "net/shm.h"
 
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -46,9 +47,24 @@ void urnic_tx_init(struct urnic_txbatch *b, struct urnic_dev *dev)
 	b->n = 0;
 }
 
+/* A flush's ring mark for its packets to daddr (urnic_shm_mark), read once per peer in a row. */
+struct flush_mark {
+	uint32_t daddr;
+	uint64_t mark;
+	bool known;
+};
+
+static uint64_t flush_mark(struct urnic_txbatch *b, struct flush_mark *m, uint32_t daddr)
+{
+	if (!m->known || m->daddr != daddr)
+		*m = (struct flush_mark){daddr, urnic_shm_mark(&b->dev->net, daddr), true};
+	return m->mark;
+}
+
 void urnic_tx_flush(struct urnic_txbatch *b)
 {
 	struct urnic_net_tally t = {0};
+	struct flush_mark m = {0};
 
 	if (b->n == 0)
 		return;
@@ -60,14 +76,20 @@ void urnic_tx_flush(struct urnic_txbatch *b)
 	 * responder resource (in the order they were built, which per QP is PSN order; both are
 	 * flushed under their QP's lock, see urnic_req_run and urnic_resp_tx), and the QP tries
 	 * again at the device's held-retry time if nothing else runs it first. Anything else (an
-	 * ACK, an atomic response, UC, UD) is lost, as on a full link. */
+	 * ACK, an atomic response, UC, UD) is lost, as on a full link. A request that went into a
+	 * ring leaves its QP the ring's mark, for its timers (retransmit.c). */
 	for (int i = 0; i < b->n; i++) {
 		const struct urnic_txsrc *src = &b->src[i];
 
-		if (!b->held[i] || !src->qp || src->qp->ibv.qp_type != IBV_QPT_RC)
+		if (!src->qp || src->qp->ibv.qp_type != IBV_QPT_RC)
 			continue;
 		uint32_t mask = urnic_op(src->opcode)->mask;
 
+		if (!b->held[i]) {
+			if (mask & URNIC_M_REQ)
+				src->qp->rtx.ring_mark = flush_mark(b, &m, src->qp->peer_addr);
+			continue;
+		}
 		if (mask & URNIC_M_REQ)
 			urnic_req_held(src->qp, src->psn, src->opcode);
 		else if (mask & URNIC_M_READ)

@@ -50,6 +50,10 @@
  * round-trip sample crosses it. A probe into a stalled responder costs one packet (a READ: a
  * slice of responses sent twice); the timer still decides.
  *
+ * Rings: over the intra-host path a request is lost only once its reader has taken it, so a
+ * probe or timer that finds the QP's last request still unread in the peer's ring
+ * (net/shm.h, urnic_shm_behind) waits another timeout rather than send anything again.
+ *
  * Congestion: many QPs towards one receiver can send more than its socket buffer holds (1024
  * QPs with two 64 KiB WRITEs each put 128 MiB in flight; the kernel drops what does not fit).
  * Going back to the whole window then keeps the buffer overflowing, until the IB timer spends
@@ -71,6 +75,7 @@
  * timestamps).
  */
 #include "engine/engine.h"
+#include "net/shm.h"
 
 #define RTO_INITIAL_NS 10000000ull /* before the first sample */
 #define RTO_NO_IB_TIMEOUT_CAP_NS 1000000000ull /* timeout 0 (wait forever): back off to 1 s */
@@ -394,6 +399,20 @@ void urnic_rtx_retransmitting(struct urnic_qp *qp, uint32_t psn, uint32_t to)
 	r->recovering = true;
 }
 
+/* The QP's last request may still wait, unread, in its peer's ring: the reader is behind (a
+ * deep queue of other QPs' packets ahead of it, a process descheduled or stopped), nothing is
+ * lost, and going back or probing would only queue the same packets again behind it. The timer
+ * waits another timeout instead, without backing off or cutting the window; the IB timer runs
+ * on and still spends retry_cnt on a reader that never comes back. Counted per wait. */
+static bool waits_for_ring_reader(struct urnic_qp *qp)
+{
+	if (!qp->rtx.ring_mark ||
+	    !urnic_shm_behind(&qp->dev->net, qp->peer_addr, qp->rtx.ring_mark))
+		return false;
+	urnic_qp_count(qp, URNIC_C_ring_waits, 1);
+	return true;
+}
+
 bool urnic_rtx_probe_due(struct urnic_qp *qp, uint64_t now)
 {
 	struct urnic_rtx *r = &qp->rtx;
@@ -407,7 +426,14 @@ bool urnic_rtx_probe_due(struct urnic_qp *qp, uint64_t now)
 		arm_probe(qp, now);
 		return false;
 	}
-	return at && awaiting_ack(qp);
+	if (!at || !awaiting_ack(qp))
+		return false;
+	if (waits_for_ring_reader(qp)) {
+		r->probe_from = now;
+		arm_probe(qp, now);
+		return false;
+	}
+	return true;
 }
 
 void urnic_rtx_probing(struct urnic_qp *qp)
@@ -423,6 +449,10 @@ bool urnic_rtx_expired(struct urnic_qp *qp, uint64_t now)
 	qp->rtx.deadline = 0;
 	if (!awaiting_ack(qp))
 		return false;
+	if (waits_for_ring_reader(qp)) {
+		urnic_rtx_arm(qp);
+		return false;
+	}
 	qp->rtx.backoff++;
 	urnic_rtx_congested(qp);
 	return true;

@@ -449,6 +449,44 @@ static struct shm_route *route_of(struct urnic_shm *s, uint32_t daddr)
 	return r;
 }
 
+/* A route to daddr that goes through a ring, with its lock held; NULL if there is none. */
+static struct shm_route *ring_route_locked(struct urnic_net *net, uint32_t daddr)
+{
+	struct shm_route *r = net->shm ? find_route(net->shm, daddr) : NULL;
+
+	if (!r || !atomic_load(&r->local))
+		return NULL;
+	pthread_mutex_lock(&r->lock);
+	return r;
+}
+
+uint64_t urnic_shm_mark(struct urnic_net *net, uint32_t daddr)
+{
+	struct shm_route *r = ring_route_locked(net, daddr);
+	uint64_t head;
+
+	if (!r)
+		return 0;
+	head = atomic_load_explicit(&r->ring->head, memory_order_relaxed);
+	pthread_mutex_unlock(&r->lock);
+	return head;
+}
+
+bool urnic_shm_behind(struct urnic_net *net, uint32_t daddr, uint64_t mark)
+{
+	struct shm_route *r = mark ? ring_route_locked(net, daddr) : NULL;
+	bool behind;
+
+	if (!r)
+		return false;
+	uint64_t head = atomic_load_explicit(&r->ring->head, memory_order_relaxed);
+	uint64_t tail = atomic_load_explicit(&r->ring->tail, memory_order_acquire);
+
+	behind = mark <= head && tail < mark; /* head only grows, in one ring */
+	pthread_mutex_unlock(&r->lock);
+	return behind;
+}
+
 /* The process whose inbox r's ring was announced to has died: if a new one listens at its
  * address now, a new ring (same name) is made for it and the old one goes. With nobody there the
  * old ring stays: its packets are lost, as they would be on the way to a dead host, and the

@@ -573,6 +573,17 @@ void rc_kill_peer(struct rc *rc)
 	g_child = 0;
 }
 
+void rc_stop_peer(struct rc *rc)
+{
+	int status = 0;
+
+	RC_CHECK(rc, rc->client && rc->child > 0 && !rc->peer_dead, "no live server to stop");
+	RC_CHECK(rc, kill(rc->child, SIGSTOP) == 0, "SIGSTOP the server: %s", strerror(errno));
+	/* kill() returns before the signal stops a thread running on another CPU */
+	RC_CHECK(rc, waitpid(rc->child, &status, WUNTRACED) == rc->child && WIFSTOPPED(status),
+		 "the server did not stop");
+}
+
 int rc_reap_peer(struct rc *rc)
 {
 	int status = 0;

@@ -161,6 +161,8 @@ int rc_sizes(const struct rc *rc, size_t max, size_t out[RC_NSIZES]);
 
 /* Client only: SIGKILLs the server and reaps it; the harness then expects no peer. */
 void rc_kill_peer(struct rc *rc);
+/* Client only: SIGSTOP to the server, returning once it is stopped (every thread of it). */
+void rc_stop_peer(struct rc *rc);
 /* Client: waits for a server that exits on its own, and returns its wait status. */
 int rc_reap_peer(struct rc *rc);
 

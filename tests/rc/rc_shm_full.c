@@ -41,7 +41,7 @@ static int client(struct rc *rc)
 	rc_sync(rc);
 	rc_read_counters(rc, before);
 	rc_step(rc, "stop the server, write %d MiB on %d QPs, let it run again", NQP, NQP);
-	RC_CHECK(rc, kill(rc->child, SIGSTOP) == 0, "SIGSTOP the server");
+	rc_stop_peer(rc);
 	for (int q = 0; q < NQP; q++) {
 		rc_wr(rc, &w, IBV_WR_RDMA_WRITE, (uint64_t)q, (size_t)q * LEN, LEN, (uint64_t)q * LEN);
 		rc_post_send(rc, q, &w.wr);

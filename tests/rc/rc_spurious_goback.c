@@ -60,7 +60,7 @@ static int client(struct rc *rc)
 	rc_sync(rc);
 	rc_read_counters(rc, before);
 	rc_step(rc, "stop the server for %d ms while %d WRITEs are in flight", STOPPED_MS, NWR);
-	RC_CHECK(rc, kill(rc->child, SIGSTOP) == 0, "SIGSTOP the server");
+	rc_stop_peer(rc);
 	write_all(rc);
 	rc_sleep_ms(STOPPED_MS);
 	RC_CHECK(rc, kill(rc->child, SIGCONT) == 0, "SIGCONT the server");
