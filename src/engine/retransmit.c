@@ -401,13 +401,15 @@ void urnic_rtx_retransmitting(struct urnic_qp *qp, uint32_t psn, uint32_t to)
 
 /* The QP's last request may still wait, unread, in its peer's ring: the reader is behind (a
  * deep queue of other QPs' packets ahead of it, a process descheduled or stopped), nothing is
- * lost, and going back or probing would only queue the same packets again behind it. The timer
- * waits another timeout instead, without backing off or cutting the window; the IB timer runs
- * on and still spends retry_cnt on a reader that never comes back. Counted per wait. */
-static bool waits_for_ring_reader(struct urnic_qp *qp)
+ * lost, and going back or probing would only queue the same packets again behind it. The
+ * probe is spent (one per silence, as if sent) and the timer waits another timeout, without
+ * backing off or cutting the window; the reader's doorbell rings instead of theirs (net/shm.c).
+ * The IB timer runs on and still spends retry_cnt on a reader that never comes back. Counted
+ * per wait. */
+static bool waits_for_ring_reader(struct urnic_qp *qp, uint64_t now)
 {
 	if (!qp->rtx.ring_mark ||
-	    !urnic_shm_behind(&qp->dev->net, qp->peer_addr, qp->rtx.ring_mark))
+	    !urnic_shm_behind(&qp->dev->net, qp->peer_addr, qp->rtx.ring_mark, now))
 		return false;
 	urnic_qp_count(qp, URNIC_C_ring_waits, 1);
 	return true;
@@ -428,9 +430,8 @@ bool urnic_rtx_probe_due(struct urnic_qp *qp, uint64_t now)
 	}
 	if (!at || !awaiting_ack(qp))
 		return false;
-	if (waits_for_ring_reader(qp)) {
-		r->probe_from = now;
-		arm_probe(qp, now);
+	if (waits_for_ring_reader(qp, now)) {
+		r->probed = true;
 		return false;
 	}
 	return true;
@@ -449,7 +450,7 @@ bool urnic_rtx_expired(struct urnic_qp *qp, uint64_t now)
 	qp->rtx.deadline = 0;
 	if (!awaiting_ack(qp))
 		return false;
-	if (waits_for_ring_reader(qp)) {
+	if (waits_for_ring_reader(qp, now)) {
 		urnic_rtx_arm(qp);
 		return false;
 	}

@@ -80,6 +80,7 @@ struct shm_route {
 	 * read again only when this one leaves no room, or by rewind_if_empty */
 	uint64_t tail_seen;
 	uint64_t rewind_looked; /* the head when rewind_if_empty last read the tail */
+	uint64_t behind_looked_ns; /* when urnic_shm_behind last rang and looked at the reader */
 	char name[NAME_LEN];
 	pthread_mutex_t lock;
 };
@@ -449,6 +450,12 @@ static struct shm_route *route_of(struct urnic_shm *s, uint32_t daddr)
 	return r;
 }
 
+static void count(struct urnic_net *net, enum urnic_counter c, uint64_t n)
+{
+	if (net->stats && n)
+		urnic_stats_add(net->stats, c, n);
+}
+
 /* A route to daddr that goes through a ring, with its lock held; NULL if there is none. */
 static struct shm_route *ring_route_locked(struct urnic_net *net, uint32_t daddr)
 {
@@ -472,7 +479,24 @@ uint64_t urnic_shm_mark(struct urnic_net *net, uint32_t daddr)
 	return head;
 }
 
-bool urnic_shm_behind(struct urnic_net *net, uint32_t daddr, uint64_t mark)
+/* A reader that is behind may be an engine thread standing back for an application that has
+ * stopped polling (engine.c): it listens for the doorbell that a probe or a go-back would have
+ * rung, and gets it here instead. The reader's process may also have died, with the ring's
+ * bytes never to be taken: then the timers act, as on a path that lost them. Both at most
+ * every URNIC_PROBE_MIN_NS per route, whatever the number of QPs asking. Holds r->lock. */
+static bool reader_waited_for(struct urnic_net *net, struct shm_route *r, uint64_t now)
+{
+	if (now - r->behind_looked_ns < URNIC_PROBE_MIN_NS)
+		return true;
+	r->behind_looked_ns = now;
+	if (!pid_alive(r->inbox->pid))
+		return false;
+	send_control(net->shm, r);
+	count(net, URNIC_C_shm_doorbells, 1);
+	return true;
+}
+
+bool urnic_shm_behind(struct urnic_net *net, uint32_t daddr, uint64_t mark, uint64_t now)
 {
 	struct shm_route *r = mark ? ring_route_locked(net, daddr) : NULL;
 	bool behind;
@@ -482,7 +506,8 @@ bool urnic_shm_behind(struct urnic_net *net, uint32_t daddr, uint64_t mark)
 	uint64_t head = atomic_load_explicit(&r->ring->head, memory_order_relaxed);
 	uint64_t tail = atomic_load_explicit(&r->ring->tail, memory_order_acquire);
 
-	behind = mark <= head && tail < mark; /* head only grows, in one ring */
+	behind = mark <= head && tail < mark && /* head only grows, in one ring */
+		 reader_waited_for(net, r, now);
 	pthread_mutex_unlock(&r->lock);
 	return behind;
 }
@@ -692,12 +717,6 @@ static void rewind_if_empty(struct shm_route *r, struct shm_ring *ring, uint64_t
 	if (r->tail_seen != *head)
 		return;
 	put_wrap(ring, head, *head); /* the run's first record: sealed last, with the run */
-}
-
-static void count(struct urnic_net *net, enum urnic_counter c, uint64_t n)
-{
-	if (net->stats && n)
-		urnic_stats_add(net->stats, c, n);
 }
 
 /* Whether one of pkts[0..n) was sent before: its first sending has gone unanswered for a probe's

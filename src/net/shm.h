@@ -26,10 +26,12 @@ int urnic_shm_divert(struct urnic_net *net, struct urnic_txpkt *pkts, int n, boo
 /* Where the ring to daddr has been filled up to, in its stream of bytes: a mark behind every
  * packet sent to daddr so far (0: daddr is not reached through a ring). */
 uint64_t urnic_shm_mark(struct urnic_net *net, uint32_t daddr);
-/* Whether the ring to daddr holds records before mark that its reader has not taken yet: a
- * packet sent before the mark may be waiting there, not lost. False once the reader has taken
- * them, or when the ring is another than the mark was taken in (its reader was replaced). */
-bool urnic_shm_behind(struct urnic_net *net, uint32_t daddr, uint64_t mark);
+/* Whether the ring to daddr holds records before mark that its reader, alive, has not taken
+ * yet: a packet sent before the mark may be waiting there, not lost. False once the reader has
+ * taken them, once its process is found dead, or where the ring's head is behind the mark (a
+ * ring made since, for a new reader). Rings the reader's doorbell, at most every
+ * URNIC_PROBE_MIN_NS (now: ns, for that). */
+bool urnic_shm_behind(struct urnic_net *net, uint32_t daddr, uint64_t mark, uint64_t now);
 
 /* Up to max packets from the inbound rings into out[] (data points into the rings until
  * urnic_shm_release). Returns the count. */
