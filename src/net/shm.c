@@ -80,7 +80,9 @@ struct shm_route {
 	 * read again only when this one leaves no room, or by rewind_if_empty */
 	uint64_t tail_seen;
 	uint64_t rewind_looked; /* the head when rewind_if_empty last read the tail */
-	uint64_t behind_looked_ns; /* when urnic_shm_behind last rang and looked at the reader */
+	/* when urnic_shm_behind last rang and looked at the reader, and whether it was alive */
+	uint64_t behind_looked_ns;
+	bool reader_alive;
 	char name[NAME_LEN];
 	pthread_mutex_t lock;
 };
@@ -486,14 +488,15 @@ uint64_t urnic_shm_mark(struct urnic_net *net, uint32_t daddr)
  * every URNIC_PROBE_MIN_NS per route, whatever the number of QPs asking. Holds r->lock. */
 static bool reader_waited_for(struct urnic_net *net, struct shm_route *r, uint64_t now)
 {
-	if (now - r->behind_looked_ns < URNIC_PROBE_MIN_NS)
-		return true;
-	r->behind_looked_ns = now;
-	if (!pid_alive(r->inbox->pid))
-		return false;
-	send_control(net->shm, r);
-	count(net, URNIC_C_shm_doorbells, 1);
-	return true;
+	if (now - r->behind_looked_ns >= URNIC_PROBE_MIN_NS) {
+		r->behind_looked_ns = now;
+		r->reader_alive = pid_alive(r->inbox->pid);
+		if (r->reader_alive) {
+			send_control(net->shm, r);
+			count(net, URNIC_C_shm_doorbells, 1);
+		}
+	}
+	return r->reader_alive;
 }
 
 bool urnic_shm_behind(struct urnic_net *net, uint32_t daddr, uint64_t mark, uint64_t now)
