@@ -159,6 +159,7 @@ static inline struct urnic_dev *ctx_dev(struct ibv_context *c)
 struct urnic_pd {
 	struct ibv_pd ibv;
 	atomic_int users; /* MRs, QPs, AHs */
+	uint32_t id;	  /* unique in this process, never 0: what a device's board names */
 };
 
 struct urnic_mr {
@@ -171,6 +172,7 @@ struct urnic_mr {
 	unsigned access;
 	uint32_t key;	/* lkey == rkey */
 	uint32_t share; /* its pages' shared region (mem/share.h), or 0 */
+	int board_slot; /* its slot + 1 on the device's board (engine/direct.h), or 0 */
 };
 
 struct urnic_ah {

@@ -68,7 +68,11 @@
 	X(shm_place_refused, "shm_place_refused")                                                  \
 	X(engine_wakes_poll, "engine_wakes_by_poll")                                               \
 	X(engine_wakes_drain, "engine_wakes_by_drain")                                             \
-	X(engine_rechecks, "engine_stand_back_rechecks")
+	X(engine_rechecks, "engine_stand_back_rechecks")                                           \
+	X(direct_writes, "direct_writes")                                                          \
+	X(direct_reads, "direct_reads")                                                            \
+	X(direct_atomics, "direct_atomics")                                                        \
+	X(direct_bytes, "direct_bytes")
 
 enum urnic_counter {
 #define URNIC_COUNTER_ENUM(id, name) URNIC_C_##id,
@@ -88,7 +92,7 @@ extern const char *const urnic_counter_names[URNIC_C_COUNT];
  * shards (urnic_stats_fold) and may see a counter a few events behind. Version bumps whenever
  * this layout changes. */
 #define URNIC_STATS_MAGIC 0x75726e6963737461ull /* "urnicsta" */
-#define URNIC_STATS_VERSION 14
+#define URNIC_STATS_VERSION 15
 #define URNIC_STATS_QP_SLOTS 1024
 #define URNIC_STATS_SHARDS 16
 

@@ -2,6 +2,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/direct.h"
 #include "engine/engine.h"
 
 void urnic_async_event(struct ibv_context *ctx, const struct ibv_async_event *ev)
@@ -103,6 +104,7 @@ void urnic_qp_error(struct urnic_qp *qp)
 	qp->ibv.state = IBV_QPS_ERR;
 	if (qp->stats)
 		qp->stats->state = IBV_QPS_ERR;
+	urnic_direct_publish_qp(qp, false);
 	qp->ack_deadline = qp->rnr_deadline = qp->held_until = qp->ack_hold_until = 0;
 	urnic_rtx_reset(qp); /* a timer left running would keep the engine scanning for nothing */
 	qp->in_send = qp->in_write = false;

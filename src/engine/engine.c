@@ -673,6 +673,7 @@ static void *engine_main(void *arg)
 	uint64_t woke = urnic_now_ns(); /* when it last came out of a sleep */
 
 	urnic_tx_init(&b, dev);
+	urnic_shm_live(&dev->net, true); /* peers take the device for alive (net/shm.h) */
 	while (!atomic_load(&dev->stop)) {
 		bool busy = false;
 
@@ -694,6 +695,7 @@ static void *engine_main(void *arg)
 			woke = urnic_now_ns();
 		}
 	}
+	urnic_shm_live(&dev->net, false);
 	return NULL;
 }
 

@@ -4,6 +4,7 @@
 #include <sys/random.h>
 
 #include "common/dma.h"
+#include "engine/direct.h"
 #include "mem/mr.h"
 #include "mem/share.h"
 
@@ -52,6 +53,7 @@ int urnic_mr_register(struct urnic_dev *dev, struct urnic_mr *mr)
 	mr->next = dev->mr_buckets[b];
 	dev->mr_buckets[b] = mr;
 	dev->nmr++;
+	urnic_direct_publish_mr(dev, mr);
 	pthread_rwlock_unlock(&dev->mr_lock);
 	return 0;
 }
@@ -67,6 +69,7 @@ void urnic_mr_unregister(struct urnic_dev *dev, struct urnic_mr *mr)
 			break;
 		}
 	}
+	urnic_direct_withdraw_mr(dev, mr); /* and no peer's one-sided operation */
 	urnic_share_put(mr->share); /* no packet can reach it now; its pages move back */
 	mr->share = 0;
 	pthread_rwlock_unlock(&dev->mr_lock);
@@ -153,6 +156,16 @@ int urnic_sge_to_iov(struct urnic_dev *dev, struct urnic_pd *pd, const struct ib
 {
 	struct iov_out o = {.iov = iov, .max = max_iov};
 	int err = sge_walk(dev, pd, sge, nsge, off, len, 0, -EACCES, add_iov, &o);
+
+	return err ? err : o.n;
+}
+
+int urnic_sge_writable_iov(struct urnic_dev *dev, struct urnic_pd *pd, const struct ibv_sge *sge,
+			   int nsge, uint32_t len, struct iovec *iov, int max_iov)
+{
+	struct iov_out o = {.iov = iov, .max = max_iov};
+	int err = sge_walk(dev, pd, sge, nsge, 0, len, IBV_ACCESS_LOCAL_WRITE, -EMSGSIZE, add_iov,
+			   &o);
 
 	return err ? err : o.n;
 }

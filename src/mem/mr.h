@@ -24,6 +24,11 @@ static inline uint8_t *urnic_mr_ptr(const struct urnic_mr *mr, uint64_t va)
 int urnic_sge_to_iov(struct urnic_dev *dev, struct urnic_pd *pd, const struct ibv_sge *sge,
 		     int nsge, uint64_t off, uint32_t len, struct iovec *iov, int max_iov);
 
+/* The same for the first len bytes of a list that will be written (IBV_ACCESS_LOCAL_WRITE):
+ * iovecs added, -EACCES or -EMSGSIZE (the list is too short). */
+int urnic_sge_writable_iov(struct urnic_dev *dev, struct urnic_pd *pd, const struct ibv_sge *sge,
+			   int nsge, uint32_t len, struct iovec *iov, int max_iov);
+
 /* Copies len bytes into [off, off+len) of an SGE list, which needs IBV_ACCESS_LOCAL_WRITE.
  * Returns 0, -EACCES (key/bounds/flags) or -EMSGSIZE (the list is too short). */
 int urnic_sge_scatter(struct urnic_dev *dev, struct urnic_pd *pd, const struct ibv_sge *sge,

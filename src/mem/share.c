@@ -1,11 +1,12 @@
 /* share.c - registered memory a peer process of this host may read in place.
  *
- * At ibv_reg_mr, the whole pages of an MR of URNIC_SHM_REF_MIN bytes or more are moved onto a
- * memfd: a new shared mapping of the memfd, holding a copy of the pages, takes their place at the
- * same addresses (mremap), so the application sees the same memory with the same bytes. A packet
- * through a shared-memory ring whose payload lies in such a region then names it by place (memfd,
- * offset) instead of carrying a copy, and the consumer maps the memfd through /proc/PID/fd and
- * copies the payload once, straight into its own MR (net/shm.c).
+ * At ibv_reg_mr, the whole pages of an MR are moved onto a memfd: a new shared mapping of the
+ * memfd, holding a copy of the pages, takes their place at the same addresses (mremap), so the
+ * application sees the same memory with the same bytes. A packet through a shared-memory ring
+ * whose payload lies in such a region then names it by place (memfd, offset) instead of carrying
+ * a copy, and the consumer maps the memfd through /proc/PID/fd and copies the payload once,
+ * straight into its own MR (net/shm.c); and a ring peer's one-sided WRITE or READ reaches an MR
+ * that lies wholly in such a region (engine/direct.c).
  *
  * Only private anonymous memory moves (malloc's and mmap's, not files, not shared memory, not the
  * stack, not huge pages), and at most URNIC_SHARE_MAX_BYTES of it per MR (the pages are doubled
@@ -277,7 +278,7 @@ uint32_t urnic_share_get(void *addr, size_t len)
 			break;
 		regions[i].gone = true;
 	}
-	if (hi - lo < URNIC_SHM_REF_MIN || hi - lo > URNIC_SHARE_MAX_BYTES) {
+	if (hi - lo > URNIC_SHARE_MAX_BYTES) {
 		serial = 0; /* stays as it is */
 	} else if (i == nregions) {
 		serial = share(lo, hi);

@@ -43,6 +43,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <linux/futex.h>
 #include <linux/magic.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -83,6 +84,9 @@ struct shm_route {
 	/* when urnic_shm_behind last rang and looked at the reader, and whether it was alive */
 	uint64_t behind_looked_ns;
 	bool reader_alive;
+	/* the inbox of the reader before the last renewal: a one-sided operation that read it
+	 * before may still be using its board (engine/direct.c), so it stays mapped a while */
+	struct shm_inbox *retired;
 	char name[NAME_LEN];
 	pthread_mutex_t lock;
 };
@@ -103,6 +107,19 @@ struct shm_view {
 #define VIEW_IDLE_NS 1000000000ull
 
 static void close_view(struct shm_view *v);
+
+/* A ring peer's shared region mapped read-write for one-sided operations (engine/direct.c):
+ * held by users while they copy through it, unmapped only when no one holds it. */
+struct urnic_shm_pin {
+	int pid;
+	uint64_t nonce;
+	int32_t fd;
+	uint32_t serial;
+	uint8_t *base; /* NULL: a free entry */
+	size_t size;
+	int users;	  /* under pins_lock */
+	uint64_t used_ns; /* the last pin */
+};
 
 /* A ring some peer fills for this device. */
 struct shm_in {
@@ -144,6 +161,13 @@ struct urnic_shm {
 	uint8_t placed_hdrs[URNIC_SHM_REFS][URNIC_MAX_HDR_LEN];
 	uint64_t recvs;
 	uint64_t views_seen_ns, views_seen_recv; /* the last look for idle views */
+	/* peers' regions mapped for one-sided operations, by any application thread */
+	pthread_mutex_t pins_lock;
+	struct urnic_shm_pin pins[URNIC_SHM_VIEWS];
+	/* the last peer whose fds could not be opened at all (not dumpable, another PID namespace):
+	 * not asked again, or each of its operations would pay the failed look up */
+	int refused_pid;
+	uint64_t refused_nonce;
 };
 
 static unsigned long netns_id(void)
@@ -215,6 +239,14 @@ static bool enabled(void)
 	return !(v && v[0] == '0');
 }
 
+/* URNIC_SHM_DIRECT=0: no one-sided operation into this device, nor from it (engine/direct.c) */
+static bool direct_enabled(void)
+{
+	const char *v = getenv("URNIC_SHM_DIRECT");
+
+	return !(v && v[0] == '0');
+}
+
 static bool pid_alive(int pid)
 {
 	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
@@ -253,6 +285,7 @@ static void sweep_dead(void)
 			    !pid_alive(pid))
 				unlinkat(dirfd(d), e->d_name, 0);
 		} else if (sscanf(name, "/urnic-inbox-%lu-%8x%n", &ns, &a, &end) == 2 && !name[end]) {
+			/* (a file of an older layout is of another size: left alone) */
 			struct shm_inbox *in = map_owned(name, O_RDONLY, sizeof(*in));
 
 			if (in && in->magic == INBOX_MAGIC && !pid_alive(in->pid))
@@ -282,9 +315,23 @@ int urnic_shm_open(struct urnic_net *net)
 		free(s);
 		return 0;
 	}
-	*s->inbox = (struct shm_inbox){.magic = INBOX_MAGIC, .version = SHM_VERSION,
-				       .pid = (int32_t)getpid(), .addr = s->addr};
+	/* the file's zeros are an empty board */
+	s->inbox->version = SHM_VERSION;
+	s->inbox->pid = (int32_t)getpid();
+	s->inbox->addr = s->addr;
+	s->inbox->direct = direct_enabled();
+	s->inbox->share_nonce = urnic_share_nonce();
+	atomic_store_explicit((_Atomic uint64_t *)&s->inbox->magic, INBOX_MAGIC,
+			      memory_order_release);
 	pthread_mutex_init(&s->routes_lock, NULL);
+	pthread_mutex_init(&s->pins_lock, NULL);
+	pthread_mutexattr_t a;
+
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(&s->inbox->alive, &a);
+	pthread_mutexattr_destroy(&a);
 	net->shm = s;
 	return 0;
 }
@@ -302,6 +349,8 @@ void urnic_shm_close(struct urnic_net *net)
 
 		if (r->inbox)
 			munmap(r->inbox, sizeof(*r->inbox));
+		if (r->retired)
+			munmap(r->retired, sizeof(*r->retired));
 		if (r->ring) {
 			shm_unlink(r->name);
 			munmap(r->ring, sizeof(*r->ring));
@@ -310,8 +359,12 @@ void urnic_shm_close(struct urnic_net *net)
 	}
 	for (int i = 0; i < atomic_load(&s->nin); i++)
 		munmap(s->in[i].ring, sizeof(*s->in[i].ring));
-	for (int i = 0; i < URNIC_SHM_VIEWS; i++)
+	for (int i = 0; i < URNIC_SHM_VIEWS; i++) {
 		close_view(&s->views[i]);
+		if (s->pins[i].base)
+			munmap(s->pins[i].base, s->pins[i].size);
+	}
+	pthread_mutex_destroy(&s->pins_lock);
 	pthread_mutex_destroy(&s->routes_lock);
 	free(s);
 	net->shm = NULL;
@@ -380,10 +433,12 @@ static bool connect_route(struct urnic_shm *s, struct shm_route *r)
 	struct shm_inbox *in;
 
 	inbox_name(name, s->netns, r->daddr);
-	in = map_owned(name, O_RDONLY, sizeof(*in));
+	in = map_owned(name, O_RDWR, sizeof(*in)); /* peers write its board's busy counts */
 	if (!in)
 		return false;
-	if (in->magic != INBOX_MAGIC || in->version != SHM_VERSION || in->addr != r->daddr ||
+	if (atomic_load_explicit((_Atomic uint64_t *)&in->magic, memory_order_acquire) !=
+		    INBOX_MAGIC ||
+	    in->version != SHM_VERSION || in->addr != r->daddr ||
 	    !pid_alive(in->pid)) {
 		munmap(in, sizeof(*in));
 		return false;
@@ -531,7 +586,9 @@ static void renew_if_dead(struct urnic_shm *s, struct shm_route *r)
 		r->ring = old_ring;
 		return;
 	}
-	munmap(old_inbox, sizeof(*old_inbox));
+	if (r->retired) /* two renewals ago: no operation is that long */
+		munmap(r->retired, sizeof(*r->retired));
+	r->retired = old_inbox;
 	munmap(old_ring, sizeof(*old_ring));
 }
 
@@ -880,28 +937,28 @@ static bool link_is(const char *path, const char *want)
 	return n > 0 && strcmp(link, want) == 0;
 }
 
-/* Maps the region a place of ring in's producer names into v: PLACE_OK; PLACE_SKIP when it is
- * not there (*refused when it cannot be opened at all, or when no place of this producer's was
- * ever found: /proc/PID may be another process, in another PID namespace, or none); PLACE_BROKEN
- * when it is not what a urnic producer shares (a sealed memfd on tmpfs of this user, at most
- * URNIC_SHARE_MAX_BYTES). The fd's name is checked before it is opened: an open can block (a
- * FIFO) or have effects (a tty), and a peer names any fd it likes. */
-static enum place_outcome open_view(struct shm_view *v, const struct shm_in *in,
-				    const struct shm_place *place, bool *refused)
+/* Maps region serial of the process pid (whose memfds' names carry nonce), its fd fd, into
+ * *base and *size, read-write if writable: PLACE_OK; PLACE_SKIP when it is not there (*refused
+ * when it cannot be opened at all); PLACE_BROKEN when it is not what a urnic process shares (a
+ * sealed memfd on tmpfs of this user, at most URNIC_SHARE_MAX_BYTES). The fd's name is checked
+ * before it is opened: an open can block (a FIFO) or have effects (a tty), and a peer names any
+ * fd it likes. */
+static enum place_outcome map_region(int pid, uint64_t nonce, int32_t fdnum, uint32_t serial,
+				     bool writable, uint8_t **base, size_t *size, bool *refused)
 {
 	char path[64], want[80];
 	struct stat st;
 	struct statfs fs;
 	int fd, seals;
 
-	urnic_share_link(want, sizeof(want), in->nonce, place->serial);
-	snprintf(path, sizeof(path), "/proc/%d/fd/%d", in->pid, (int)place->fd);
+	urnic_share_link(want, sizeof(want), nonce, serial);
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, (int)fdnum);
 	errno = 0;
 	if (!link_is(path, want)) { /* the fd closed or reused, or not the producer's */
-		*refused = (errno && errno != ENOENT) || !in->placed_once;
+		*refused = errno && errno != ENOENT;
 		return PLACE_SKIP;
 	}
-	fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0) {
 		*refused = errno != ENOENT;
 		return PLACE_SKIP;
@@ -921,16 +978,36 @@ static enum place_outcome open_view(struct shm_view *v, const struct shm_in *in,
 	}
 	/* populated, once per view: left to fault in on the copies, 1 MiB ib_write_bw averaged
 	 * 24-28 GB/s instead of 41-44 (the first view of a 1 GiB region costs tens of ms here) */
-	void *base =
-		mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+	void *p = mmap(NULL, (size_t)st.st_size, writable ? PROT_READ | PROT_WRITE : PROT_READ,
+		       MAP_SHARED | MAP_POPULATE, fd, 0);
 
 	close(fd);
-	if (base == MAP_FAILED) {
+	if (p == MAP_FAILED) {
 		*refused = true;
 		return PLACE_SKIP;
 	}
+	*base = p;
+	*size = (size_t)st.st_size;
+	return PLACE_OK;
+}
+
+/* Maps the region a place of ring in's producer names into v (map_region). A region not found
+ * before any place of this producer's ever was is a refusal: /proc/PID may be another process,
+ * in another PID namespace, or none. */
+static enum place_outcome open_view(struct shm_view *v, const struct shm_in *in,
+				    const struct shm_place *place, bool *refused)
+{
+	uint8_t *base;
+	size_t size;
+	enum place_outcome o = map_region(in->pid, in->nonce, place->fd, place->serial, false,
+					  &base, &size, refused);
+
+	if (o == PLACE_SKIP && !in->placed_once)
+		*refused = true;
+	if (o != PLACE_OK)
+		return o;
 	*v = (struct shm_view){.pid = in->pid, .fd = place->fd, .serial = place->serial,
-			       .nonce = in->nonce, .base = base, .size = (size_t)st.st_size};
+			       .nonce = in->nonce, .base = base, .size = size};
 	return PLACE_OK;
 }
 
@@ -1257,4 +1334,125 @@ void urnic_shm_awake(struct urnic_net *net)
 {
 	if (net->shm)
 		atomic_store_explicit(&net->shm->inbox->sleeping, 0, memory_order_relaxed);
+}
+
+/* ---- one-sided operations (engine/direct.c) ---- */
+
+struct shm_board *urnic_shm_board(struct urnic_net *net)
+{
+	return net->shm ? &net->shm->inbox->board : NULL;
+}
+
+void urnic_shm_live(struct urnic_net *net, bool live)
+{
+	if (!net->shm)
+		return;
+	if (live)
+		pthread_mutex_lock(&net->shm->inbox->alive);
+	else
+		pthread_mutex_unlock(&net->shm->inbox->alive);
+}
+
+/* The lock word of the peer's `alive` (glibc's robust mutex: its first int, the owner's TID, or
+ * FUTEX_OWNER_DIED once the kernel found the owner dead): one load. */
+static bool peer_alive(const struct shm_inbox *in)
+{
+	uint32_t word = (uint32_t)atomic_load_explicit((_Atomic int32_t *)&in->alive,
+						       memory_order_acquire);
+
+	return (word & FUTEX_TID_MASK) != 0 && !(word & FUTEX_OWNER_DIED);
+}
+
+const struct shm_inbox *urnic_shm_peer(struct urnic_net *net, uint32_t daddr)
+{
+	struct shm_route *r = net->shm && net->shm->inbox->direct ? find_route(net->shm, daddr)
+								   : NULL;
+
+	if (!r || !atomic_load(&r->local))
+		return NULL;
+	pthread_mutex_lock(&r->lock); /* renew_if_dead may replace it */
+	const struct shm_inbox *in = r->inbox;
+
+	pthread_mutex_unlock(&r->lock);
+	return in->direct && peer_alive(in) ? in : NULL;
+}
+
+static struct urnic_shm_pin *find_pin(struct urnic_shm *s, const struct shm_inbox *peer,
+				      int32_t fd, uint32_t serial)
+{
+	for (int i = 0; i < URNIC_SHM_VIEWS; i++) {
+		struct urnic_shm_pin *p = &s->pins[i];
+
+		if (p->base && p->pid == peer->pid && p->nonce == peer->share_nonce &&
+		    p->fd == fd && p->serial == serial)
+			return p;
+	}
+	return NULL;
+}
+
+/* A free entry, or the least recently pinned one no one holds; its old mapping goes. Pins no
+ * one has held for VIEW_IDLE_NS go too: their regions may be gone (a memfd lives on while it
+ * is mapped). */
+static struct urnic_shm_pin *spare_pin(struct urnic_shm *s, uint64_t now)
+{
+	struct urnic_shm_pin *spare = NULL;
+
+	for (int i = 0; i < URNIC_SHM_VIEWS; i++) {
+		struct urnic_shm_pin *p = &s->pins[i];
+
+		if (p->base && !p->users && now - p->used_ns >= VIEW_IDLE_NS) {
+			munmap(p->base, p->size);
+			p->base = NULL;
+		}
+		if (p->users)
+			continue;
+		if (!spare || (spare->base && (!p->base || p->used_ns < spare->used_ns)))
+			spare = p;
+	}
+	if (spare && spare->base) {
+		munmap(spare->base, spare->size);
+		spare->base = NULL;
+	}
+	return spare;
+}
+
+struct urnic_shm_pin *urnic_shm_pin(struct urnic_net *net, const struct shm_inbox *peer,
+				    int32_t fd, uint32_t serial, uint8_t **base, size_t *size)
+{
+	struct urnic_shm *s = net->shm;
+	uint64_t now = urnic_mono_ns();
+	bool refused = false;
+
+	pthread_mutex_lock(&s->pins_lock);
+	struct urnic_shm_pin *p = find_pin(s, peer, fd, serial);
+	bool refused_before = s->refused_pid == peer->pid && s->refused_nonce == peer->share_nonce;
+
+	if (!p && !refused_before && (p = spare_pin(s, now))) {
+		*p = (struct urnic_shm_pin){.pid = peer->pid, .nonce = peer->share_nonce,
+					    .fd = fd, .serial = serial};
+		if (map_region(peer->pid, peer->share_nonce, fd, serial, true, &p->base, &p->size,
+			       &refused) != PLACE_OK) {
+			p->base = NULL;
+			p = NULL;
+		}
+		if (refused) {
+			s->refused_pid = peer->pid;
+			s->refused_nonce = peer->share_nonce;
+		}
+	}
+	if (p) {
+		p->users++;
+		p->used_ns = now;
+		*base = p->base;
+		*size = p->size;
+	}
+	pthread_mutex_unlock(&s->pins_lock);
+	return p;
+}
+
+void urnic_shm_unpin(struct urnic_net *net, struct urnic_shm_pin *p)
+{
+	pthread_mutex_lock(&net->shm->pins_lock);
+	p->users--;
+	pthread_mutex_unlock(&net->shm->pins_lock);
 }

@@ -33,6 +33,28 @@ uint64_t urnic_shm_mark(struct urnic_net *net, uint32_t daddr);
  * URNIC_PROBE_MIN_NS (now: ns, for that). */
 bool urnic_shm_behind(struct urnic_net *net, uint32_t daddr, uint64_t mark, uint64_t now);
 
+/* ---- one-sided operations (engine/direct.c) ---- */
+struct shm_board;
+struct shm_inbox;
+struct urnic_shm_pin;
+
+/* This device's board, where its MRs and QPs are published for its ring peers (net/board.h);
+ * NULL without the intra-host path. */
+struct shm_board *urnic_shm_board(struct urnic_net *net);
+/* Called by the device's engine thread as it starts (live) and ends: while it runs, peers find
+ * this device alive (urnic_shm_peer); a process that dies ends it. */
+void urnic_shm_live(struct urnic_net *net, bool live);
+/* The inbox (and board) of the device at daddr, if it is a ring peer, its engine thread alive,
+ * and both ends allow one-sided operations (URNIC_SHM_DIRECT); NULL otherwise. It stays mapped
+ * across a renewal of the route for longer than any operation. */
+const struct shm_inbox *urnic_shm_peer(struct urnic_net *net, uint32_t daddr);
+/* Maps the peer's region serial, its fd fd (named by a board's MR slot), read-write, and holds it
+ * mapped until urnic_shm_unpin: *base and *size. NULL if it cannot be (the fd closed or reused,
+ * or not a urnic region of the peer's, or the peer's /proc/PID/fd out of reach). */
+struct urnic_shm_pin *urnic_shm_pin(struct urnic_net *net, const struct shm_inbox *peer,
+				    int32_t fd, uint32_t serial, uint8_t **base, size_t *size);
+void urnic_shm_unpin(struct urnic_net *net, struct urnic_shm_pin *pin);
+
 /* Up to max packets from the inbound rings into out[] (data points into the rings until
  * urnic_shm_release). Returns the count. */
 int urnic_shm_recv(struct urnic_net *net, struct urnic_rxpkt *out, int max);

@@ -4,6 +4,7 @@
 #ifndef URNIC_SHM_LAYOUT_H
 #define URNIC_SHM_LAYOUT_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -13,8 +14,9 @@
 #define RING_MAGIC 0x75726e696372696eull  /* "urnicrin" */
 /* 2: packets of up to URNIC_SHM_MTU between ring peers; 3: records published by their seal;
  * 4: a record's packet may start past a pad; 5: payloads by place (struct shm_place); 6: packets
- * of up to 256 KiB (a version-5 peer would take one for a broken ring) */
-#define SHM_VERSION 6
+ * of up to 256 KiB (a version-5 peer would take one for a broken ring); 7: the inbox holds the
+ * device's board (one-sided WRITE and READ, engine/direct.c) */
+#define SHM_VERSION 7
 /* a consumer takes a longer packet for a broken ring: a new size needs a new version */
 _Static_assert(URNIC_SHM_MTU == (256u << 10), "a new URNIC_SHM_MTU needs a new SHM_VERSION");
 #define RING_BYTES (4u << 20)
@@ -24,12 +26,59 @@ _Static_assert(URNIC_SHM_MTU == (256u << 10), "a new URNIC_SHM_MTU needs a new S
 #define NAME_LEN 80
 #define REC_HDR 16u
 
+/* A board's MR slot: an MR whose pages are shared (mem/share.h) and that grants remote access,
+ * as its ring peers' one-sided WRITEs and READs check it (net/board.c). Published by its key,
+ * stored last; taken back by BOARD_GONE in key, after which the owner waits until no peer is
+ * busy copying through it. */
+struct board_mr {
+	_Atomic uint32_t key;	   /* 0: never used; BOARD_GONE: free again */
+	_Atomic uint32_t busy;	   /* peers copying through it now */
+	_Atomic uint32_t pd;	   /* its PD's id (struct urnic_pd), unique in the owner */
+	_Atomic uint32_t access;   /* IBV_ACCESS_* */
+	_Atomic uint64_t iova;	   /* the first byte the key reaches ... */
+	_Atomic uint64_t length;   /* ... and how many */
+	_Atomic uint64_t off;	   /* iova's byte in the region's memfd */
+	_Atomic uint32_t serial;   /* the region: its memfd is the owner's fd fd, named */
+	_Atomic int32_t fd;	   /* URNIC_SHARE_NAME with the inbox's share_nonce and serial */
+	uint8_t reserved[8];
+};
+#define BOARD_GONE 0xffffffffu /* never a key (mem/mr.c) */
+#define BOARD_MRS 2048u	      /* slots, a power of two; at most half of them in use */
+
+/* A board's QP slot, at QPN modulo URNIC_MAX_QP (one live QP each, as in the QP table): what
+ * a requester checks before it writes or reads the owner's memory as the QP's peer. Written
+ * under a sequence count: odd while it changes. */
+struct board_qp {
+	_Atomic uint32_t seq;
+	_Atomic uint32_t qpn;
+	_Atomic uint32_t state;	   /* enum ibv_qp_state; RESET once destroyed */
+	_Atomic uint32_t pd;
+	_Atomic uint32_t access;   /* the QP's IBV_ACCESS_REMOTE_* */
+	_Atomic uint32_t dest_qpn; /* its peer: QP dest_qpn at peer_addr */
+	_Atomic uint32_t peer_addr;
+	uint32_t reserved;
+};
+
+struct shm_board {
+	struct board_mr mrs[BOARD_MRS];
+	struct board_qp qps[URNIC_MAX_QP];
+};
+
 struct shm_inbox {
 	uint64_t magic;
 	uint32_t version;
 	int32_t pid;
 	uint32_t addr;
+	/* one-sided operations into this device are allowed (URNIC_SHM_DIRECT is not 0 here) */
+	uint32_t direct;
+	uint64_t share_nonce; /* in the owner's memfds' names (mem/share.h) */
 	_Alignas(64) _Atomic uint32_t sleeping; /* the owner's engine sleeps on its socket */
+	/* held by the owner's engine thread from its start to its end: a robust, process-shared
+	 * mutex, whose lock word the kernel marks FUTEX_OWNER_DIED when the thread dies with it, so
+	 * a peer learns that the owner lives from one load, no system call (engine/direct.c) */
+	_Alignas(64) pthread_mutex_t alive;
+	/* peers write its busy counts: they map the inbox read-write */
+	_Alignas(64) struct shm_board board;
 };
 
 /* One packet in a ring, at a REC_ALIGN-aligned offset. A record is published by its seal,

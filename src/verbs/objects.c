@@ -11,6 +11,8 @@
 
 /* ---------------- PD ---------------- */
 
+static atomic_uint pd_ids;
+
 URNIC_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
 {
 	struct urnic_dev *dev = ctx_dev(context);
@@ -26,6 +28,7 @@ URNIC_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
 	}
 	pd->ibv.context = context;
 	pd->ibv.handle = (uint32_t)atomic_load(&dev->npd);
+	pd->id = atomic_fetch_add(&pd_ids, 1) + 1;
 	return &pd->ibv;
 }
 

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "engine/direct.h"
 #include "engine/engine.h"
 #include "mem/mr.h"
 #include "verbs/verbs_ops.h"
@@ -121,8 +122,11 @@ int urnic_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send
 			err = ENOMEM;
 		if (err)
 			break;
-		fill_swqe(qp, sq_at(qp, qp->sq_prod), wr);
+		struct urnic_swqe *w = sq_at(qp, qp->sq_prod);
+
+		fill_swqe(qp, w, wr);
 		qp->sq_prod++;
+		urnic_direct_run(qp, w); /* done at once, one-sided, where it can be */
 	}
 	if (err)
 		*bad_wr = wr;

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "engine/direct.h"
 #include "engine/engine.h"
 #include "net/shm.h"
 #include "verbs/verbs_ops.h"
@@ -293,6 +294,8 @@ URNIC_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, in
 	} else if (!err) {
 		err = apply(qp, cur, next);
 	}
+	if (!err)
+		urnic_direct_publish_qp(qp, false);
 	pthread_mutex_unlock(&qp->lock);
 	return err;
 }
@@ -516,6 +519,7 @@ URNIC_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 
 	pthread_mutex_lock(&qp->lock);
 	urnic_resp_ack_now(qp);
+	urnic_direct_publish_qp(qp, true);
 	pthread_mutex_unlock(&qp->lock);
 	/* once out of the table the engine cannot reach it: it looks QPs up under qp_lock */
 	remove_qp(qp->dev, qp);

@@ -92,6 +92,7 @@ int main(void)
 	struct rc_opts o = rc_defaults("rc_shm_packets");
 
 	setenv("URNIC_TEST_PATH", "shm", 1);
+	setenv("URNIC_SHM_DIRECT", "0", 1); /* WRITEs and READs as packets (not one-sided) */
 	o.buf_size = 2 * REGION + RC_GUARD;
 	return rc_run(&o, server, client);
 }

@@ -118,6 +118,7 @@ int main(void)
 	struct rc_opts o = rc_defaults("rc_shm_reader_stopped");
 
 	setenv("URNIC_TEST_PATH", "shm", 1);
+	setenv("URNIC_SHM_DIRECT", "0", 1); /* WRITEs and READs as packets (not one-sided) */
 	setenv("URNIC_SHM", "1", 1);
 	o.buf_size = total_len() + RC_GUARD;
 	return rc_run(&o, server, client);

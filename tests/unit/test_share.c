@@ -124,7 +124,7 @@ static void second_mr_joins_overlap_does_not(void)
 
 static void left_alone(void)
 {
-	uint8_t *small = fresh(URNIC_SHM_REF_MIN - PAGE);
+	uint8_t *small = fresh(PAGE);
 	uint8_t *shared =
 		mmap(NULL, SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	char name[] = "/tmp/test_share_XXXXXX";
@@ -133,7 +133,7 @@ static void left_alone(void)
 
 	if (fd >= 0 && ftruncate(fd, SIZE) == 0)
 		file = mmap(NULL, SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-	EXPECT(urnic_share_get(small, URNIC_SHM_REF_MIN - PAGE) == 0, "a small MR shared");
+	EXPECT(urnic_share_get(small + 1, PAGE - 1) == 0, "an MR holding no whole page shared");
 	/* never touched, so never copied: the size check comes first */
 	size_t huge_len = URNIC_SHARE_MAX_BYTES + 2 * PAGE;
 	uint8_t *huge = mmap(NULL, huge_len, PROT_READ | PROT_WRITE,

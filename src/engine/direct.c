@@ -1,0 +1,255 @@
+/* direct.c - one-sided RDMA WRITE and READ between ring peers: no packet, and no CPU of the
+ * responder's.
+ *
+ * When both ends of an RC QP are urnic processes of one host (the rings, net/shm.c) and the
+ * responder's MR lives in shared pages (mem/share.h), the requester's thread can reach that MR
+ * itself. Each device publishes a board in its inbox (net/board.h): its MRs that grant remote
+ * access over shared pages (key, PD, access, bounds, where the pages are) and its RC QPs (state,
+ * PD, access flags, peer). A WRITE or READ posted on a QP with nothing else outstanding is
+ * checked here as the responder would check its packet - the responder QP connected to this one
+ * and able to receive, remote access on QP and MR, the MR's PD the QP's, the range inside the MR -
+ * and then copied straight between the two MRs, once, and completed. Any check that fails, and
+ * anything else (a QP with requests in flight, an MR of private pages, WRITE with immediate), goes
+ * by packets as before, and the responder answers it with the NAK and status the wire would get.
+ *
+ * Order: only a WQE with every earlier one acknowledged goes this way, so the responder has
+ * taken every earlier request; a later one is posted after this copy has ended. A WRITE's last
+ * byte is stored last, after a fence, so an application that waits on it (ib_write_lat) sees the
+ * rest. Deregistration waits for copies in progress through the MR (board.c). */
+#include <string.h>
+
+#include "common/dma.h"
+#include "engine/direct.h"
+#include "engine/engine.h"
+#include "mem/mr.h"
+#include "mem/share.h"
+#include "net/board.h"
+#include "net/shm.h"
+
+#define REMOTE_ACCESS                                                                              \
+	(IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
+
+/* Whether w may go this way: an RC WRITE, READ or atomic between ring peers, on a QP with nothing
+ * outstanding (w the only WQE, not begun, every PSN sent acknowledged). */
+static bool eligible(const struct urnic_qp *qp, const struct urnic_swqe *w)
+{
+	return qp->ibv.qp_type == IBV_QPT_RC && qp->ibv.state == IBV_QPS_RTS &&
+	       (w->opcode == IBV_WR_RDMA_WRITE || wqe_is_rd_atomic(w)) && w->length > 0 &&
+	       qp->mtu == URNIC_SHM_MTU && qp->sq_prod - qp->sq_cons == 1 &&
+	       qp->sq_next == qp->sq_cons && qp->snd_una == qp->snd_max &&
+	       qp->rd_outstanding == 0 && !qp->rnr_deadline && !qp->tx_held;
+}
+
+/* The responder QP's checks: it is the peer of qp, can receive, and allows the access. */
+static bool responder_accepts(const struct urnic_qp *qp, const struct urnic_board_qp *r,
+			      unsigned need)
+{
+	bool receives = r->state == IBV_QPS_RTR || r->state == IBV_QPS_RTS ||
+			r->state == IBV_QPS_SQD || r->state == IBV_QPS_SQE;
+
+	return receives && r->dest_qpn == qp->ibv.qp_num && r->peer_addr == qp->dev->addr &&
+	       (r->access & need) == need;
+}
+
+/* The MR's checks, as urnic_mr_find makes them on the responder's side. */
+static bool mr_grants(const struct urnic_board_mr *m, const struct urnic_board_qp *r,
+		      unsigned need, uint64_t va, uint64_t len)
+{
+	return m->pd == r->pd && (m->access & need) == need && va >= m->iova &&
+	       len <= m->length && va - m->iova <= m->length - len;
+}
+
+/* The local side of the copy: w's SGEs (or inline bytes) as iovecs, checked as the requester
+ * checks them (a READ's sink needs local write). Returns the count, or -1. */
+static int local_pieces(struct urnic_qp *qp, struct urnic_swqe *w, struct iovec *iov)
+{
+	struct urnic_pd *pd = to_upd(qp->ibv.pd);
+
+	if (w->is_inline) {
+		iov[0] = (struct iovec){.iov_base = w->inline_buf, .iov_len = w->length};
+		return 1;
+	}
+	if (wqe_is_rd_atomic(w)) /* a READ's or an atomic's sink */
+		return urnic_sge_writable_iov(qp->dev, pd, w->sge, w->num_sge, w->length, iov,
+					      URNIC_MAX_SGE);
+	return urnic_sge_to_iov(qp->dev, pd, w->sge, w->num_sge, 0, w->length, iov,
+				URNIC_MAX_SGE);
+}
+
+/* WRITE: the pieces into remote, the last byte last (see the top). */
+static void put(uint8_t *remote, const struct iovec *iov, int n)
+{
+	for (int i = 0; i < n; i++) {
+		size_t len = iov[i].iov_len;
+		bool last = i == n - 1;
+
+		memcpy(remote, iov[i].iov_base, last ? len - 1 : len);
+		if (last) {
+			atomic_thread_fence(memory_order_seq_cst); /* orders streaming stores too */
+			remote[len - 1] = ((const uint8_t *)iov[i].iov_base)[len - 1];
+		}
+		remote += len;
+	}
+}
+
+static void get(const uint8_t *remote, const struct iovec *iov, int n)
+{
+	for (int i = 0; i < n; i++) {
+		memcpy(iov[i].iov_base, remote, iov[i].iov_len);
+		remote += iov[i].iov_len;
+	}
+}
+
+/* An atomic, with the instruction the responder's engine uses on the same pages (responder.c):
+ * atomic with respect to it and to every other requester, and made once. Its original value
+ * goes to the sink. */
+static void atomic(uint8_t *remote, const struct urnic_swqe *w, const struct iovec *iov, int n)
+{
+	uint64_t *target = (uint64_t *)(void *)remote, orig = w->compare_add;
+
+	if (w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)
+		orig = __atomic_fetch_add(target, w->compare_add, __ATOMIC_SEQ_CST);
+	else
+		__atomic_compare_exchange_n(target, &orig, w->swap, false, __ATOMIC_SEQ_CST,
+					    __ATOMIC_SEQ_CST);
+	get((const uint8_t *)&orig, iov, n);
+}
+
+/* Copies w between its local pieces and the responder's bytes of m (held); true if done. The
+ * caller holds mr_lock for reading. */
+static bool copy(struct urnic_qp *qp, struct urnic_swqe *w, const struct shm_inbox *peer,
+		 const struct urnic_board_mr *m)
+{
+	struct iovec iov[URNIC_MAX_SGE];
+	uint8_t *base;
+	size_t size;
+	uint64_t at = m->off + (w->raddr - m->iova);
+	int n = local_pieces(qp, w, iov);
+	struct urnic_shm_pin *pin =
+		n > 0 ? urnic_shm_pin(&qp->dev->net, peer, m->fd, m->serial, &base, &size) : NULL;
+
+	if (!pin)
+		return false;
+	bool inside = at <= size && w->length <= size - at &&
+		      (!wqe_is_atomic(w) || (uintptr_t)(base + at) % 8 == 0);
+
+	if (inside) {
+		URNIC_DMA_BEGIN();
+		if (w->opcode == IBV_WR_RDMA_WRITE)
+			put(base + at, iov, n);
+		else if (w->opcode == IBV_WR_RDMA_READ)
+			get(base + at, iov, n);
+		else
+			atomic(base + at, w, iov, n);
+		URNIC_DMA_END();
+	}
+	urnic_shm_unpin(&qp->dev->net, pin);
+	return inside;
+}
+
+/* The responder's checks, then the copy, with its MR slot held. Local keys are checked first,
+ * under mr_lock: a deregistration here (mr_lock held to write) may wait for a peer's copy
+ * through this device's board, so a copy never waits for mr_lock while it holds a peer's. */
+static bool run(struct urnic_qp *qp, struct urnic_swqe *w, const struct shm_inbox *peer,
+		unsigned need)
+{
+	struct urnic_board_qp r;
+	struct urnic_board_mr m;
+	struct board_mr *slot;
+
+	if (wqe_is_atomic(w) && (w->raddr & 7))
+		return false; /* the responder's invalid request NAK */
+	if (!urnic_board_qp_read(&peer->board, qp->attr.dest_qp_num, &r) ||
+	    !responder_accepts(qp, &r, need))
+		return false;
+	slot = urnic_board_mr_hold((struct shm_board *)&peer->board, w->rkey, &m);
+	if (!slot)
+		return false;
+	bool done = mr_grants(&m, &r, need, w->raddr, w->length) && copy(qp, w, peer, &m);
+
+	urnic_board_mr_release(slot);
+	return done;
+}
+
+static unsigned access_needed(const struct urnic_swqe *w)
+{
+	if (w->opcode == IBV_WR_RDMA_WRITE)
+		return IBV_ACCESS_REMOTE_WRITE;
+	return w->opcode == IBV_WR_RDMA_READ ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_ATOMIC;
+}
+
+static enum urnic_counter counter_of(const struct urnic_swqe *w)
+{
+	if (w->opcode == IBV_WR_RDMA_WRITE)
+		return URNIC_C_direct_writes;
+	return w->opcode == IBV_WR_RDMA_READ ? URNIC_C_direct_reads : URNIC_C_direct_atomics;
+}
+
+bool urnic_direct_run(struct urnic_qp *qp, struct urnic_swqe *w)
+{
+	const struct shm_inbox *peer;
+
+	if (!eligible(qp, w) || !(peer = urnic_shm_peer(&qp->dev->net, qp->peer_addr)))
+		return false;
+	unsigned need = access_needed(w);
+
+	pthread_rwlock_rdlock(&qp->dev->mr_lock);
+	bool done = run(qp, w, peer, need);
+
+	pthread_rwlock_unlock(&qp->dev->mr_lock);
+	if (!done)
+		return false;
+	urnic_qp_count(qp, counter_of(w), 1);
+	urnic_qp_count(qp, URNIC_C_direct_bytes, w->length);
+	urnic_complete_send(qp, w, IBV_WC_SUCCESS);
+	qp->sq_next++;
+	qp->sq_cons++;
+	return true;
+}
+
+void urnic_direct_publish_qp(struct urnic_qp *qp, bool destroyed)
+{
+	struct shm_board *b = urnic_shm_board(&qp->dev->net);
+
+	if (!b || qp->ibv.qp_type != IBV_QPT_RC)
+		return;
+	struct urnic_board_qp q = {
+		.qpn = qp->ibv.qp_num,
+		.state = destroyed ? IBV_QPS_RESET : qp->ibv.state,
+		.pd = to_upd(qp->ibv.pd)->id,
+		.access = qp->attr.qp_access_flags & REMOTE_ACCESS,
+		.dest_qpn = qp->attr.dest_qp_num,
+		.peer_addr = qp->peer_addr,
+	};
+
+	urnic_board_qp_publish(b, &q);
+}
+
+void urnic_direct_publish_mr(struct urnic_dev *dev, struct urnic_mr *mr)
+{
+	struct shm_board *b = urnic_shm_board(&dev->net);
+	struct urnic_share_ref ref;
+
+	mr->board_slot = 0;
+	if (!b || !mr->share || !(mr->access & REMOTE_ACCESS) || mr->length == 0 ||
+	    !urnic_share_find(mr->addr, mr->length, &ref))
+		return;
+	struct urnic_board_mr m = {.pd = mr->pd->id,
+				   .access = mr->access,
+				   .iova = mr->iova,
+				   .length = mr->length,
+				   .off = ref.off,
+				   .serial = ref.serial,
+				   .fd = ref.fd};
+
+	mr->board_slot = urnic_board_mr_add(b, mr->key, &m);
+}
+
+void urnic_direct_withdraw_mr(struct urnic_dev *dev, struct urnic_mr *mr)
+{
+	struct shm_board *b = urnic_shm_board(&dev->net);
+
+	if (b && mr->board_slot)
+		urnic_board_mr_remove(b, mr->board_slot);
+	mr->board_slot = 0;
+}
