@@ -1,21 +1,23 @@
-/* direct.c - one-sided RDMA WRITE and READ between ring peers: no packet, and no CPU of the
- * responder's.
+/* direct.c - one-sided RDMA WRITE, READ and atomics between ring peers: no packet, and no CPU of
+ * the responder's.
  *
  * When both ends of an RC QP are urnic processes of one host (the rings, net/shm.c) and the
  * responder's MR lives in shared pages (mem/share.h), the requester's thread can reach that MR
  * itself. Each device publishes a board in its inbox (net/board.h): its MRs that grant remote
  * access over shared pages (key, PD, access, bounds, where the pages are) and its RC QPs (state,
- * PD, access flags, peer). A WRITE or READ posted on a QP with nothing else outstanding is
+ * PD, access flags, peer). A WRITE, READ or atomic posted on a QP with nothing else outstanding is
  * checked here as the responder would check its packet - the responder QP connected to this one
  * and able to receive, remote access on QP and MR, the MR's PD the QP's, the range inside the MR -
- * and then copied straight between the two MRs, once, and completed. Any check that fails, and
- * anything else (a QP with requests in flight, an MR of private pages, WRITE with immediate), goes
- * by packets as before, and the responder answers it with the NAK and status the wire would get.
+ * and then copied straight between the two MRs (an atomic made on the responder's pages), once,
+ * and completed. Any check that fails, and anything else (a QP with requests in flight, an MR of
+ * private pages, WRITE with immediate), goes by packets as before, and the responder answers it
+ * with the NAK and status the wire would get.
  *
  * Order: only a WQE with every earlier one acknowledged goes this way, so the responder has
  * taken every earlier request; a later one is posted after this copy has ended. A WRITE's last
  * byte is stored last, after a fence, so an application that waits on it (ib_write_lat) sees the
- * rest. Deregistration waits for copies in progress through the MR (board.c). */
+ * rest. Deregistration, and a QP's move out of RTR and RTS, wait for copies in progress through
+ * the MR or for the QP (board.c). */
 #include <string.h>
 
 #include "common/dma.h"
@@ -40,15 +42,18 @@ static bool eligible(const struct urnic_qp *qp, const struct urnic_swqe *w)
 	       qp->rd_outstanding == 0 && !qp->rnr_deadline && !qp->tx_held;
 }
 
+/* The states whose QP takes requests, as recv.c's check for an RC packet has them. */
+static bool receives(uint32_t state)
+{
+	return state == IBV_QPS_RTR || state == IBV_QPS_RTS;
+}
+
 /* The responder QP's checks: it is the peer of qp, can receive, and allows the access. */
 static bool responder_accepts(const struct urnic_qp *qp, const struct urnic_board_qp *r,
 			      unsigned need)
 {
-	bool receives = r->state == IBV_QPS_RTR || r->state == IBV_QPS_RTS ||
-			r->state == IBV_QPS_SQD || r->state == IBV_QPS_SQE;
-
-	return receives && r->dest_qpn == qp->ibv.qp_num && r->peer_addr == qp->dev->addr &&
-	       (r->access & need) == need;
+	return receives(r->state) && r->dest_qpn == qp->ibv.qp_num &&
+	       r->peer_addr == qp->dev->addr && (r->access & need) == need;
 }
 
 /* The MR's checks, as urnic_mr_find makes them on the responder's side. */
@@ -115,59 +120,87 @@ static void atomic(uint8_t *remote, const struct urnic_swqe *w, const struct iov
 	get((const uint8_t *)&orig, iov, n);
 }
 
-/* Copies w between its local pieces and the responder's bytes of m (held); true if done. The
- * caller holds mr_lock for reading. */
-static bool copy(struct urnic_qp *qp, struct urnic_swqe *w, const struct shm_inbox *peer,
-		 const struct urnic_board_mr *m)
+/* Copies w between its local pieces and the responder's bytes at `at` in the region mapped at
+ * base (size bytes); false if they are not inside it. */
+static bool copy(struct urnic_swqe *w, uint8_t *base, size_t size, uint64_t at,
+		 const struct iovec *iov, int n)
 {
-	struct iovec iov[URNIC_MAX_SGE];
-	uint8_t *base;
-	size_t size;
-	uint64_t at = m->off + (w->raddr - m->iova);
-	int n = local_pieces(qp, w, iov);
-	struct urnic_shm_pin *pin =
-		n > 0 ? urnic_shm_pin(&qp->dev->net, peer, m->fd, m->serial, &base, &size) : NULL;
-
-	if (!pin)
+	if (at > size || w->length > size - at ||
+	    (wqe_is_atomic(w) && (uintptr_t)(base + at) % 8 != 0))
 		return false;
-	bool inside = at <= size && w->length <= size - at &&
-		      (!wqe_is_atomic(w) || (uintptr_t)(base + at) % 8 == 0);
-
-	if (inside) {
-		URNIC_DMA_BEGIN();
-		if (w->opcode == IBV_WR_RDMA_WRITE)
-			put(base + at, iov, n);
-		else if (w->opcode == IBV_WR_RDMA_READ)
-			get(base + at, iov, n);
-		else
-			atomic(base + at, w, iov, n);
-		URNIC_DMA_END();
-	}
-	urnic_shm_unpin(&qp->dev->net, pin);
-	return inside;
+	URNIC_DMA_BEGIN();
+	if (w->opcode == IBV_WR_RDMA_WRITE)
+		put(base + at, iov, n);
+	else if (w->opcode == IBV_WR_RDMA_READ)
+		get(base + at, iov, n);
+	else
+		atomic(base + at, w, iov, n);
+	URNIC_DMA_END();
+	return true;
 }
 
-/* The responder's checks, then the copy, with its MR slot held. Local keys are checked first,
- * under mr_lock: a deregistration here (mr_lock held to write) may wait for a peer's copy
- * through this device's board, so a copy never waits for mr_lock while it holds a peer's. */
+static bool same_place(const struct urnic_board_mr *a, const struct urnic_board_mr *b)
+{
+	return a->pd == b->pd && a->access == b->access && a->iova == b->iova &&
+	       a->length == b->length && a->off == b->off && a->serial == b->serial &&
+	       a->fd == b->fd;
+}
+
+/* Holds the responder QP's slot and the MR's, checks that neither changed since they were read
+ * (r, m), and copies; false if they changed. The owner does not take the QP out of RTR or RTS
+ * (to ERR, or destroyed) nor deregister the MR before the copy has ended. */
+static bool copy_held(struct urnic_qp *qp, struct urnic_swqe *w, struct shm_board *board,
+		      const struct urnic_board_qp *r, struct board_mr *mslot,
+		      const struct urnic_board_mr *m, uint8_t *base, size_t size,
+		      const struct iovec *iov, int n)
+{
+	struct urnic_board_qp r_now;
+	struct urnic_board_mr m_now;
+	struct board_qp *qslot = urnic_board_qp_hold(board, qp->attr.dest_qp_num, &r_now);
+	bool done = false;
+
+	if (!qslot)
+		return false;
+	if (memcmp(&r_now, r, sizeof(r_now)) == 0 && urnic_board_mr_hold(mslot, w->rkey, &m_now)) {
+		done = same_place(&m_now, m) &&
+		       copy(w, base, size, m->off + (w->raddr - m->iova), iov, n);
+		urnic_board_mr_release(mslot);
+	}
+	urnic_board_qp_release(qslot);
+	return done;
+}
+
+/* The responder's checks, on its board as read now; the region mapped; then the copy, with
+ * both slots held for it alone (a deregistration or an error waits for no system call of
+ * ours). Local keys are checked under mr_lock (the caller's): a deregistration here (mr_lock
+ * held to write) may wait for a peer's copy through this device's board, so a copy never waits
+ * for mr_lock while it holds a peer's slot. */
 static bool run(struct urnic_qp *qp, struct urnic_swqe *w, const struct shm_inbox *peer,
 		unsigned need)
 {
+	struct shm_board *board = (struct shm_board *)&peer->board;
 	struct urnic_board_qp r;
 	struct urnic_board_mr m;
-	struct board_mr *slot;
+	struct board_mr *mslot;
+	struct iovec iov[URNIC_MAX_SGE];
+	uint8_t *base;
+	size_t size;
+	int n;
 
 	if (wqe_is_atomic(w) && (w->raddr & 7))
 		return false; /* the responder's invalid request NAK */
-	if (!urnic_board_qp_read(&peer->board, qp->attr.dest_qp_num, &r) ||
-	    !responder_accepts(qp, &r, need))
+	if (!urnic_board_qp_read(board, qp->attr.dest_qp_num, &r) ||
+	    !responder_accepts(qp, &r, need) || !(mslot = urnic_board_mr_peek(board, w->rkey, &m)) ||
+	    !mr_grants(&m, &r, need, w->raddr, w->length) || (n = local_pieces(qp, w, iov)) <= 0)
 		return false;
-	slot = urnic_board_mr_hold((struct shm_board *)&peer->board, w->rkey, &m);
-	if (!slot)
-		return false;
-	bool done = mr_grants(&m, &r, need, w->raddr, w->length) && copy(qp, w, peer, &m);
+	struct urnic_shm_pin *pin = urnic_shm_pin(&qp->dev->net, peer, m.fd, m.serial, &base,
+						  &size);
 
-	urnic_board_mr_release(slot);
+	if (!pin)
+		return false;
+	bool done = copy_held(qp, w, board, &r, mslot, &m, base, size, iov, n);
+
+	urnic_shm_unpin(&qp->dev->net, pin);
 	return done;
 }
 
@@ -222,7 +255,7 @@ void urnic_direct_publish_qp(struct urnic_qp *qp, bool destroyed)
 		.peer_addr = qp->peer_addr,
 	};
 
-	urnic_board_qp_publish(b, &q);
+	urnic_board_qp_publish(b, &q, !receives(q.state));
 }
 
 void urnic_direct_publish_mr(struct urnic_dev *dev, struct urnic_mr *mr)

@@ -44,7 +44,11 @@ int urnic_mr_register(struct urnic_dev *dev, struct urnic_mr *mr)
 		pthread_rwlock_unlock(&dev->mr_lock);
 		return -ENOMEM;
 	}
-	mr->share = urnic_share_get(mr->addr, mr->length);
+	/* a small MR is worth sharing only for a peer's one-sided operations (engine/direct.c):
+	 * the 256 regions and their fds stay for the ones they serve */
+	mr->share = urnic_share_get(mr->addr, mr->length,
+				    mr->access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+						  IBV_ACCESS_REMOTE_ATOMIC));
 	do
 		mr->key = random_key();
 	while (lookup(dev, mr->key));

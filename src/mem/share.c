@@ -1,6 +1,7 @@
 /* share.c - registered memory a peer process of this host may read in place.
  *
- * At ibv_reg_mr, the whole pages of an MR are moved onto a memfd: a new shared mapping of the
+ * At ibv_reg_mr, the whole pages of an MR (of URNIC_SHM_REF_MIN bytes or more, or of any size if
+ * it grants remote access) are moved onto a memfd: a new shared mapping of the
  * memfd, holding a copy of the pages, takes their place at the same addresses (mremap), so the
  * application sees the same memory with the same bytes. A packet through a shared-memory ring
  * whose payload lies in such a region then names it by place (memfd, offset) instead of carrying
@@ -47,8 +48,11 @@ struct region {
 	bool gone;
 };
 
-/* finds read it; get, put and fork write it */
-static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
+/* Guards the regions (get, put, find and fork). A mutex, not a rwlock: the fork handlers take
+ * it in the parent and let go of it in the child, which glibc's rwlock does not allow (it knows
+ * its writer by thread ID, and the child's is another), and re-initialising it instead left
+ * ThreadSanitizer taking it for held. */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct region regions[URNIC_SHARE_REGIONS]; /* disjoint */
 static int nregions;
 static uint32_t next_serial;
@@ -230,12 +234,12 @@ static void release_pages(struct region *r)
 
 static void fork_prepare(void)
 {
-	pthread_rwlock_wrlock(&lock);
+	pthread_mutex_lock(&lock);
 }
 
 static void fork_parent(void)
 {
-	pthread_rwlock_unlock(&lock);
+	pthread_mutex_unlock(&lock);
 }
 
 /* The child would share the parent's pages of every region: it gets a private copy of each, as
@@ -245,8 +249,7 @@ static void fork_child(void)
 	for (int i = 0; i < nregions; i++)
 		release_pages(&regions[i]);
 	nregions = 0;
-	/* not an unlock: the lock knows its writer by thread ID, and the child's is another */
-	pthread_rwlock_init(&lock, NULL);
+	pthread_mutex_unlock(&lock);
 }
 
 static void watch_forks(void)
@@ -256,7 +259,7 @@ static void watch_forks(void)
 
 /* ---- the interface ---- */
 
-uint32_t urnic_share_get(void *addr, size_t len)
+uint32_t urnic_share_get(void *addr, size_t len, bool small)
 {
 	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
 	uintptr_t lo = ((uintptr_t)addr + page - 1) & ~(page - 1);
@@ -267,7 +270,7 @@ uint32_t urnic_share_get(void *addr, size_t len)
 	if (!enabled() || hi <= lo)
 		return 0;
 	pthread_once(&forks_watched, watch_forks);
-	pthread_rwlock_wrlock(&lock);
+	pthread_mutex_lock(&lock);
 	/* whatever its size, new memory where a region's pages were is not the region's */
 	for (i = 0; i < nregions; i++) {
 		uintptr_t b = (uintptr_t)regions[i].base, e = b + regions[i].size;
@@ -278,7 +281,7 @@ uint32_t urnic_share_get(void *addr, size_t len)
 			break;
 		regions[i].gone = true;
 	}
-	if (hi - lo > URNIC_SHARE_MAX_BYTES) {
+	if ((hi - lo < URNIC_SHM_REF_MIN && !small) || hi - lo > URNIC_SHARE_MAX_BYTES) {
 		serial = 0; /* stays as it is */
 	} else if (i == nregions) {
 		serial = share(lo, hi);
@@ -287,7 +290,7 @@ uint32_t urnic_share_get(void *addr, size_t len)
 		regions[i].mrs++; /* regions are disjoint: the one it overlaps holds it all */
 		serial = regions[i].serial;
 	}
-	pthread_rwlock_unlock(&lock);
+	pthread_mutex_unlock(&lock);
 	return serial;
 }
 
@@ -295,7 +298,7 @@ void urnic_share_put(uint32_t serial)
 {
 	if (!serial)
 		return;
-	pthread_rwlock_wrlock(&lock);
+	pthread_mutex_lock(&lock);
 	for (int i = 0; i < nregions; i++) {
 		if (regions[i].serial != serial)
 			continue;
@@ -305,7 +308,7 @@ void urnic_share_put(uint32_t serial)
 		}
 		break;
 	}
-	pthread_rwlock_unlock(&lock);
+	pthread_mutex_unlock(&lock);
 }
 
 bool urnic_share_find(const void *p, size_t len, struct urnic_share_ref *ref)
@@ -313,7 +316,7 @@ bool urnic_share_find(const void *p, size_t len, struct urnic_share_ref *ref)
 	uintptr_t a = (uintptr_t)p;
 	bool found = false;
 
-	pthread_rwlock_rdlock(&lock);
+	pthread_mutex_lock(&lock);
 	for (int i = 0; i < nregions && !found; i++) {
 		uintptr_t b = (uintptr_t)regions[i].base;
 
@@ -324,6 +327,6 @@ bool urnic_share_find(const void *p, size_t len, struct urnic_share_ref *ref)
 			found = true;
 		}
 	}
-	pthread_rwlock_unlock(&lock);
+	pthread_mutex_unlock(&lock);
 	return found;
 }

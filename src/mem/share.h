@@ -21,9 +21,11 @@ struct urnic_share_ref {
 #define URNIC_SHARE_NAME "urnic-mr-"
 
 /* At ibv_reg_mr: shares the whole pages inside [addr, addr+len) if they are private anonymous
- * memory (or already shared for another MR) and the intra-host path is on. Returns the region's
- * serial for urnic_share_put, or 0 when the MR stays as it was. */
-uint32_t urnic_share_get(void *addr, size_t len);
+ * memory (or already shared for another MR) and the intra-host path is on, and if they are
+ * URNIC_SHM_REF_MIN bytes or more, or small is true (an MR a peer may reach one-sided: it
+ * grants remote access). Returns the region's serial for urnic_share_put, or 0 when the MR stays
+ * as it was. */
+uint32_t urnic_share_get(void *addr, size_t len, bool small);
 /* At ibv_dereg_mr: the last MR over a region gone, its pages are private memory again, with the
  * bytes they held. */
 void urnic_share_put(uint32_t serial);

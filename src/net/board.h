@@ -32,16 +32,27 @@ int urnic_board_mr_add(struct shm_board *b, uint32_t key, const struct urnic_boa
  * back (stopped, or dead, within its copy) is waited for BOARD_WAIT_NS at most (its slot is
  * then not used again while it stays busy). */
 void urnic_board_mr_remove(struct shm_board *b, int slot1);
-void urnic_board_qp_publish(struct shm_board *b, const struct urnic_board_qp *q);
+/* Publishes q; with drain (the QP leaves the states a copy may reach it in), returns once no
+ * peer copies for it, or after BOARD_WAIT_NS. */
+void urnic_board_qp_publish(struct shm_board *b, const struct urnic_board_qp *q, bool drain);
 
 /* A peer's side. */
 
-/* Finds key's slot and holds it: its facts stay as *out says until urnic_board_mr_release.
- * NULL if key is not on the board. */
-struct board_mr *urnic_board_mr_hold(struct shm_board *b, uint32_t key,
+/* Finds key's slot and reads its facts, without holding it (they may change at once): NULL if
+ * key is not on the board. */
+struct board_mr *urnic_board_mr_peek(struct shm_board *b, uint32_t key,
 				     struct urnic_board_mr *out);
+/* Holds slot, found for key: its facts stay as *out says until urnic_board_mr_release. False
+ * if the key is no longer there. */
+bool urnic_board_mr_hold(struct board_mr *slot, uint32_t key, struct urnic_board_mr *out);
 void urnic_board_mr_release(struct board_mr *slot);
-/* QP qpn's facts as of one moment; false if its slot holds another QP, or changed throughout. */
+/* QP qpn's facts as of one moment, without holding its slot; false if the slot holds another
+ * QP, or changes now. */
 bool urnic_board_qp_read(const struct shm_board *b, uint32_t qpn, struct urnic_board_qp *out);
+/* Holds QP qpn's slot and reads its facts as of one moment: its owner does not take it out of
+ * RTR and RTS until urnic_board_qp_release. NULL if the slot holds another QP. */
+struct board_qp *urnic_board_qp_hold(struct shm_board *b, uint32_t qpn,
+				     struct urnic_board_qp *out);
+void urnic_board_qp_release(struct board_qp *slot);
 
 #endif

@@ -107,6 +107,7 @@ struct shm_view {
 #define VIEW_IDLE_NS 1000000000ull
 
 static void close_view(struct shm_view *v);
+static void drop_idle_pins(struct urnic_shm *s, uint64_t now);
 
 /* A ring peer's shared region mapped read-write for one-sided operations (engine/direct.c):
  * held by users while they copy through it, unmapped only when no one holds it. */
@@ -168,6 +169,7 @@ struct urnic_shm {
 	 * not asked again, or each of its operations would pay the failed look up */
 	int refused_pid;
 	uint64_t refused_nonce;
+	_Atomic uint64_t pins_swept_ns;
 };
 
 static unsigned long netns_id(void)
@@ -1055,6 +1057,7 @@ static void drop_idle_views(struct urnic_shm *s, uint64_t now)
 	for (int i = 0; i < URNIC_SHM_VIEWS; i++)
 		if (s->views[i].base && s->views[i].used_recv <= s->views_seen_recv)
 			close_view(&s->views[i]);
+	drop_idle_pins(s, now);
 	s->views_seen_ns = now;
 	s->views_seen_recv = s->recvs;
 }
@@ -1338,19 +1341,27 @@ void urnic_shm_awake(struct urnic_net *net)
 
 /* ---- one-sided operations (engine/direct.c) ---- */
 
+/* Not in a fork's child: the inbox it inherited is its parent's, and so is the board. */
 struct shm_board *urnic_shm_board(struct urnic_net *net)
 {
-	return net->shm ? &net->shm->inbox->board : NULL;
+	return net->shm && net->shm->inbox->pid == getpid() ? &net->shm->inbox->board : NULL;
 }
 
 void urnic_shm_live(struct urnic_net *net, bool live)
 {
 	if (!net->shm)
 		return;
-	if (live)
-		pthread_mutex_lock(&net->shm->inbox->alive);
-	else
-		pthread_mutex_unlock(&net->shm->inbox->alive);
+	struct shm_inbox *in = net->shm->inbox;
+
+	if (!live) {
+		pthread_mutex_unlock(&in->alive);
+		return;
+	}
+	pthread_mutex_lock(&in->alive);
+	/* peer_alive reads the lock word as glibc's robust mutex has it: the owner's TID. A libc
+	 * whose mutex is laid out otherwise keeps one-sided operations off. */
+	if ((uint32_t)atomic_load((_Atomic int32_t *)&in->alive) != (uint32_t)gettid())
+		in->direct = 0;
 }
 
 /* The lock word of the peer's `alive` (glibc's robust mutex: its first int, the owner's TID, or
@@ -1390,13 +1401,11 @@ static struct urnic_shm_pin *find_pin(struct urnic_shm *s, const struct shm_inbo
 	return NULL;
 }
 
-/* A free entry, or the least recently pinned one no one holds; its old mapping goes. Pins no
- * one has held for VIEW_IDLE_NS go too: their regions may be gone (a memfd lives on while it
- * is mapped). */
-static struct urnic_shm_pin *spare_pin(struct urnic_shm *s, uint64_t now)
+/* Unmaps the pins no one has held for VIEW_IDLE_NS: their regions may be gone (a memfd lives on
+ * while it is mapped). At each new pin, and with the idle views (under progress_lock). */
+static void drop_idle_pins(struct urnic_shm *s, uint64_t now)
 {
-	struct urnic_shm_pin *spare = NULL;
-
+	pthread_mutex_lock(&s->pins_lock);
 	for (int i = 0; i < URNIC_SHM_VIEWS; i++) {
 		struct urnic_shm_pin *p = &s->pins[i];
 
@@ -1404,6 +1413,18 @@ static struct urnic_shm_pin *spare_pin(struct urnic_shm *s, uint64_t now)
 			munmap(p->base, p->size);
 			p->base = NULL;
 		}
+	}
+	pthread_mutex_unlock(&s->pins_lock);
+}
+
+/* A free entry, or the least recently pinned one no one holds; its old mapping goes. */
+static struct urnic_shm_pin *spare_pin(struct urnic_shm *s)
+{
+	struct urnic_shm_pin *spare = NULL;
+
+	for (int i = 0; i < URNIC_SHM_VIEWS; i++) {
+		struct urnic_shm_pin *p = &s->pins[i];
+
 		if (p->users)
 			continue;
 		if (!spare || (spare->base && (!p->base || p->used_ns < spare->used_ns)))
@@ -1423,11 +1444,17 @@ struct urnic_shm_pin *urnic_shm_pin(struct urnic_net *net, const struct shm_inbo
 	uint64_t now = urnic_mono_ns();
 	bool refused = false;
 
+	struct urnic_shm_pin *p;
+
+	if (now - s->pins_swept_ns >= VIEW_IDLE_NS) {
+		drop_idle_pins(s, now);
+		s->pins_swept_ns = now; /* (a race here costs a second sweep) */
+	}
 	pthread_mutex_lock(&s->pins_lock);
-	struct urnic_shm_pin *p = find_pin(s, peer, fd, serial);
+	p = find_pin(s, peer, fd, serial);
 	bool refused_before = s->refused_pid == peer->pid && s->refused_nonce == peer->share_nonce;
 
-	if (!p && !refused_before && (p = spare_pin(s, now))) {
+	if (!p && !refused_before && (p = spare_pin(s))) {
 		*p = (struct urnic_shm_pin){.pid = peer->pid, .nonce = peer->share_nonce,
 					    .fd = fd, .serial = serial};
 		if (map_region(peer->pid, peer->share_nonce, fd, serial, true, &p->base, &p->size,
@@ -1435,7 +1462,7 @@ struct urnic_shm_pin *urnic_shm_pin(struct urnic_net *net, const struct shm_inbo
 			p->base = NULL;
 			p = NULL;
 		}
-		if (refused) {
+		if (refused && (errno == EACCES || errno == EPERM)) { /* not EMFILE, ENOMEM */
 			s->refused_pid = peer->pid;
 			s->refused_nonce = peer->share_nonce;
 		}

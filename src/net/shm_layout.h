@@ -47,16 +47,17 @@ struct board_mr {
 
 /* A board's QP slot, at QPN modulo URNIC_MAX_QP (one live QP each, as in the QP table): what
  * a requester checks before it writes or reads the owner's memory as the QP's peer. Written
- * under a sequence count: odd while it changes. */
+ * under a sequence count: odd while it changes. A requester holds it (busy) for its copy; the
+ * owner that takes the QP out of RTR and RTS waits until no one does. */
 struct board_qp {
 	_Atomic uint32_t seq;
+	_Atomic uint32_t busy;
 	_Atomic uint32_t qpn;
 	_Atomic uint32_t state;	   /* enum ibv_qp_state; RESET once destroyed */
 	_Atomic uint32_t pd;
 	_Atomic uint32_t access;   /* the QP's IBV_ACCESS_REMOTE_* */
 	_Atomic uint32_t dest_qpn; /* its peer: QP dest_qpn at peer_addr */
 	_Atomic uint32_t peer_addr;
-	uint32_t reserved;
 };
 
 struct shm_board {

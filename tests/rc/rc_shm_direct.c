@@ -5,10 +5,12 @@
  * all complete while it is stopped, and the bytes are checked byte for byte once it runs again
  * (with URNIC_SHM_DIRECT=0 none completes while it is stopped). Cases where the responder would refuse go by packets, and get the
  * responder's answer:
- * - dereg: the server deregisters its MR (and registers the same pages again, under a new key):
- *   a WRITE with the old key completes with IBV_WC_REM_ACCESS_ERR and writes nothing;
- * - qp_error: the server's QP is in the error state: a WRITE lands nowhere and completes with
- *   IBV_WC_RETRY_EXC_ERR (a QP in error drops requests silently, as the wire's does). */
+ * - dereg: after a first WRITE went one-sided (the server's pages are mapped), the server
+ *   deregisters its MR (and registers the same pages again, under a new key): a WRITE with the
+ *   old key completes with IBV_WC_REM_ACCESS_ERR and writes nothing;
+ * - qp_error: the same, with the server's QP moved to the error state: the WRITE lands nowhere
+ *   and completes with IBV_WC_RETRY_EXC_ERR (a QP in error drops requests silently, as the
+ *   wire's does). */
 #include "rc_harness.h"
 
 #include <signal.h>
@@ -31,11 +33,9 @@
 enum { CASE_STOPPED, CASE_DEREG, CASE_QP_ERROR, NCASES };
 static int c;
 
-static int server(struct rc *rc)
+/* The server takes its MR or its QP away from the client (CASE_DEREG, CASE_QP_ERROR). */
+static void refuse(struct rc *rc)
 {
-	memset(rc->buf, 0, BUF);
-	rc_fill(rc->buf + READ_AT, READ_LEN, 41);
-	*(uint64_t *)(void *)(rc->buf + ATOMIC_AT) = COUNTER0;
 	if (c == CASE_DEREG) {
 		rc_step(rc, "deregister the MR, register its pages again under a new key");
 		RC_CHECK(rc, ibv_dereg_mr(rc->mr) == 0, "ibv_dereg_mr");
@@ -43,13 +43,23 @@ static int server(struct rc *rc)
 				    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 					    IBV_ACCESS_REMOTE_READ);
 		RC_CHECK(rc, rc->mr != NULL, "ibv_reg_mr again");
-	}
-	if (c == CASE_QP_ERROR) {
+	} else {
 		struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
 
 		rc_step(rc, "move the QP to the error state");
 		rc_modify(rc, rc->qp[0], &a, IBV_QP_STATE);
 	}
+}
+
+static int server(struct rc *rc)
+{
+	memset(rc->buf, 0, BUF);
+	rc_fill(rc->buf + READ_AT, READ_LEN, 41);
+	*(uint64_t *)(void *)(rc->buf + ATOMIC_AT) = COUNTER0;
+	rc_sync(rc);
+	rc_sync(rc); /* the client's first operations are done */
+	if (c != CASE_STOPPED)
+		refuse(rc);
 	rc_sync(rc);
 	rc_sync(rc); /* the client is done */
 	if (c == CASE_STOPPED) {
@@ -60,7 +70,8 @@ static int server(struct rc *rc)
 			 "the counter after fetch-and-add and compare-and-swap: %llu, want %u",
 			 (unsigned long long)*(uint64_t *)(void *)(rc->buf + ATOMIC_AT), SWAP);
 	} else {
-		rc_check_const(rc, rc->buf, SMALL, 0, "memory a refused WRITE would have reached");
+		rc_check(rc, rc->buf, SMALL, 31, "the WRITE before the refusal");
+		rc_check_const(rc, rc->buf + SMALL, SMALL, 0, "memory the refused WRITE targeted");
 	}
 	rc_check_const(rc, rc->buf + BUF, RC_GUARD, RC_CANARY, "bytes past the MR");
 	rc_sync(rc);
@@ -116,23 +127,32 @@ static void client_stopped(struct rc *rc)
 		 "the counters miss the one-sided operations");
 }
 
-static void client_refused(struct rc *rc)
+static uint64_t one_sided(const uint64_t *before, const uint64_t *after)
+{
+	return after[URNIC_C_direct_writes] - before[URNIC_C_direct_writes];
+}
+
+/* A WRITE goes one-sided first (the client now has the server's pages mapped), then the server
+ * refuses, and the next WRITE, to the next 4 KiB, gets the responder's answer, not the pages. */
+static void client_refused(struct rc *rc, bool refused)
 {
 	uint64_t before[URNIC_C_COUNT], after[URNIC_C_COUNT];
 	enum ibv_wc_status want = c == CASE_DEREG ? IBV_WC_REM_ACCESS_ERR : IBV_WC_RETRY_EXC_ERR;
 	struct ibv_wc wc;
 	struct rc_wr w;
 
-	rc_fill(rc->buf, SMALL, 31);
+	rc_fill(rc->buf, 2 * SMALL, 31);
 	rc_read_counters(rc, before);
-	rc_step(rc, "WRITE 4 KiB where the responder refuses it");
-	rc_wr(rc, &w, IBV_WR_RDMA_WRITE, 9, 0, SMALL, 0);
+	rc_step(rc, refused ? "WRITE 4 KiB where the responder refuses it" : "WRITE 4 KiB");
+	rc_wr(rc, &w, IBV_WR_RDMA_WRITE, refused ? 9 : 8, refused ? SMALL : 0, SMALL,
+	      refused ? SMALL : 0);
 	rc_post_send(rc, 0, &w.wr);
 	rc_poll(rc, rc->scq, &wc, 1, RC_WAIT_MS);
-	rc_expect(rc, &wc, 9, want, -1);
+	rc_expect(rc, &wc, refused ? 9 : 8, refused ? want : IBV_WC_SUCCESS, -1);
 	rc_read_counters(rc, after);
-	RC_CHECK(rc, after[URNIC_C_direct_writes] == before[URNIC_C_direct_writes],
-		 "a WRITE the responder refuses went one-sided");
+	RC_CHECK(rc, one_sided(before, after) == (refused ? 0 : 1),
+		 refused ? "a WRITE the responder refuses went one-sided"
+			 : "the WRITE before the refusal did not go one-sided");
 }
 
 static int client(struct rc *rc)
@@ -141,7 +161,11 @@ static int client(struct rc *rc)
 	if (c == CASE_STOPPED)
 		client_stopped(rc);
 	else
-		client_refused(rc);
+		client_refused(rc, false);
+	rc_sync(rc);
+	rc_sync(rc); /* the server has refused */
+	if (c != CASE_STOPPED)
+		client_refused(rc, true);
 	rc_sync(rc);
 	rc_sync(rc);
 	return RC_PASS;

@@ -4,6 +4,7 @@
  * - pages of private anonymous memory are shared, bytes kept, and found by address;
  * - an MR not page aligned shares only the pages wholly inside it;
  * - a second MR over the same pages shares the region, one overlapping it in part does not;
+ * - a small MR is shared when a peer may reach it one-sided (small), not otherwise;
  * - too small, too large, file-backed, shared, or switched off (URNIC_SHM_MR=0): left alone;
  * - the last put makes the pages private again, bytes kept;
  * - memory mapped where a region's pages were (its MR left registered) is not the region's;
@@ -77,7 +78,7 @@ static void shares_and_finds(void)
 {
 	uint8_t *p = fresh(SIZE);
 	struct urnic_share_ref ref;
-	uint32_t serial = urnic_share_get(p, SIZE);
+	uint32_t serial = urnic_share_get(p, SIZE, false);
 
 	EXPECT(serial != 0, "private anonymous memory not shared");
 	EXPECT(shared_at(p) && shared_at(p + SIZE - 1), "the pages are not the memfd's");
@@ -94,7 +95,7 @@ static void unaligned_shares_whole_pages(void)
 {
 	uint8_t *p = fresh(SIZE);
 	struct urnic_share_ref ref;
-	uint32_t serial = urnic_share_get(p + 100, SIZE - 200);
+	uint32_t serial = urnic_share_get(p + 100, SIZE - 200, false);
 
 	EXPECT(serial != 0, "not shared");
 	EXPECT(!shared_at(p) && !shared_at(p + SIZE - 1), "a page partly outside the MR shared");
@@ -108,9 +109,9 @@ static void unaligned_shares_whole_pages(void)
 static void second_mr_joins_overlap_does_not(void)
 {
 	uint8_t *p = fresh(2 * SIZE);
-	uint32_t a = urnic_share_get(p, SIZE);
-	uint32_t b = urnic_share_get(p + PAGE, SIZE - 2 * PAGE);
-	uint32_t c = urnic_share_get(p + SIZE / 2, SIZE);
+	uint32_t a = urnic_share_get(p, SIZE, false);
+	uint32_t b = urnic_share_get(p + PAGE, SIZE - 2 * PAGE, false);
+	uint32_t c = urnic_share_get(p + SIZE / 2, SIZE, false);
 
 	EXPECT(a && b == a, "an MR inside a region got %u, want %u", b, a);
 	EXPECT(c == 0, "an MR over part of a region got region %u", c);
@@ -122,9 +123,21 @@ static void second_mr_joins_overlap_does_not(void)
 	munmap(p, 2 * SIZE);
 }
 
+static void small_shared_for_one_sided(void)
+{
+	uint8_t *p = fresh(PAGE);
+	uint32_t serial = urnic_share_get(p, PAGE, true);
+
+	EXPECT(serial != 0 && shared_at(p) && bytes_kept(p, PAGE),
+	       "a one-page MR a peer may reach one-sided was not shared");
+	urnic_share_put(serial);
+	EXPECT(!shared_at(p) && bytes_kept(p, PAGE), "the put left it shared or changed");
+	munmap(p, PAGE);
+}
+
 static void left_alone(void)
 {
-	uint8_t *small = fresh(PAGE);
+	uint8_t *small = fresh(URNIC_SHM_REF_MIN - PAGE);
 	uint8_t *shared =
 		mmap(NULL, SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	char name[] = "/tmp/test_share_XXXXXX";
@@ -133,19 +146,25 @@ static void left_alone(void)
 
 	if (fd >= 0 && ftruncate(fd, SIZE) == 0)
 		file = mmap(NULL, SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-	EXPECT(urnic_share_get(small + 1, PAGE - 1) == 0, "an MR holding no whole page shared");
+	EXPECT(urnic_share_get(small, URNIC_SHM_REF_MIN - PAGE, false) == 0, "a small MR shared");
+	EXPECT(urnic_share_get(small + 1, PAGE - 1, true) == 0,
+	       "an MR holding no whole page shared");
 	/* never touched, so never copied: the size check comes first */
 	size_t huge_len = URNIC_SHARE_MAX_BYTES + 2 * PAGE;
 	uint8_t *huge = mmap(NULL, huge_len, PROT_READ | PROT_WRITE,
 			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 
-	EXPECT(huge != MAP_FAILED && urnic_share_get(huge, huge_len) == 0, "an MR over the cap");
-	EXPECT(shared != MAP_FAILED && urnic_share_get(shared, SIZE) == 0, "shared memory moved");
-	EXPECT(file != MAP_FAILED && urnic_share_get(file, SIZE) == 0, "a file mapping moved");
+	EXPECT(huge != MAP_FAILED && urnic_share_get(huge, huge_len, true) == 0,
+	       "an MR over the cap");
+	EXPECT(shared != MAP_FAILED && urnic_share_get(shared, SIZE, true) == 0,
+	       "shared memory moved");
+	EXPECT(file != MAP_FAILED && urnic_share_get(file, SIZE, true) == 0,
+	       "a file mapping moved");
 	setenv("URNIC_SHM_MR", "0", 1);
 	uint8_t *off = fresh(SIZE);
 
-	EXPECT(urnic_share_get(off, SIZE) == 0 && !shared_at(off), "shared with URNIC_SHM_MR=0");
+	EXPECT(urnic_share_get(off, SIZE, true) == 0 && !shared_at(off),
+	       "shared with URNIC_SHM_MR=0");
 	unsetenv("URNIC_SHM_MR");
 	if (fd >= 0) {
 		close(fd);
@@ -156,7 +175,7 @@ static void left_alone(void)
 static void put_makes_private(void)
 {
 	uint8_t *p = fresh(SIZE);
-	uint32_t serial = urnic_share_get(p, SIZE);
+	uint32_t serial = urnic_share_get(p, SIZE, false);
 	char path[256];
 
 	p[5] = 0x55;
@@ -170,13 +189,13 @@ static void put_makes_private(void)
 static void new_memory_in_old_place(void)
 {
 	uint8_t *p = fresh(SIZE);
-	uint32_t old = urnic_share_get(p, SIZE);
+	uint32_t old = urnic_share_get(p, SIZE, false);
 	struct urnic_share_ref ref;
 
 	/* freed without its MR deregistered, and new memory at the same addresses */
 	uint8_t *q = mmap(p, SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
 			  -1, 0);
-	uint32_t again = q == p ? urnic_share_get(p, SIZE) : 0;
+	uint32_t again = q == p ? urnic_share_get(p, SIZE, false) : 0;
 
 	EXPECT(old && again && again != old, "the new memory's MR got region %u (old %u)", again,
 	       old);
@@ -192,7 +211,7 @@ static void new_memory_in_old_place(void)
 static void fork_child_is_private(void)
 {
 	uint8_t *p = fresh(SIZE);
-	uint32_t serial = urnic_share_get(p, SIZE);
+	uint32_t serial = urnic_share_get(p, SIZE, false);
 	int ready[2], done[2];
 
 	if (pipe(ready) != 0 || pipe(done) != 0)
@@ -229,6 +248,7 @@ int main(void)
 	shares_and_finds();
 	unaligned_shares_whole_pages();
 	second_mr_joins_overlap_does_not();
+	small_shared_for_one_sided();
 	left_alone();
 	put_makes_private();
 	new_memory_in_old_place();

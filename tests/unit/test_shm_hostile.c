@@ -363,7 +363,7 @@ int main(void)
 	region = mmap(NULL, REGION_LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	for (unsigned i = 0; i < REGION_LEN; i++)
 		region[i] = (uint8_t)(i * 13 + 1);
-	CHECK(urnic_share_get(region, REGION_LEN) &&
+	CHECK(urnic_share_get(region, REGION_LEN, false) &&
 		      urnic_share_find(region, REGION_LEN, &region_ref),
 	      "share this process's pages");
 	case_old_version("127.88.1.13", "127.88.1.14");
