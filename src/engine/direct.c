@@ -81,6 +81,20 @@ static int local_pieces(struct urnic_qp *qp, struct urnic_swqe *w, struct iovec 
 				URNIC_MAX_SGE);
 }
 
+/* One copy through the caches. glibc's memcpy streams a copy this long past them (non-temporal
+ * stores above its threshold, a fraction of the cache), and the next operation's bytes then come
+ * from memory: 1 MiB ib_read_bw 46.9-47.1 GB/s with memcpy, 54.4-54.9 with `rep movsb`
+ * (pinned, alternating, 2026-12-08); WRITE 54.0-54.7 -> 54.9-55.1, 8 MiB READ +5-7%, WRITE
+ * +3-20%, 64 KiB and 4 KiB the same or better. */
+static void copy_bytes(void *dst, const void *src, size_t n)
+{
+#if defined(__x86_64__)
+	__asm__ volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(n) : : "memory");
+#else
+	memcpy(dst, src, n);
+#endif
+}
+
 /* WRITE: the pieces into remote, the last byte last (see the top). */
 static void put(uint8_t *remote, const struct iovec *iov, int n)
 {
@@ -88,7 +102,7 @@ static void put(uint8_t *remote, const struct iovec *iov, int n)
 		size_t len = iov[i].iov_len;
 		bool last = i == n - 1;
 
-		memcpy(remote, iov[i].iov_base, last ? len - 1 : len);
+		copy_bytes(remote, iov[i].iov_base, last ? len - 1 : len);
 		if (last) {
 			atomic_thread_fence(memory_order_seq_cst); /* orders streaming stores too */
 			remote[len - 1] = ((const uint8_t *)iov[i].iov_base)[len - 1];
@@ -100,7 +114,7 @@ static void put(uint8_t *remote, const struct iovec *iov, int n)
 static void get(const uint8_t *remote, const struct iovec *iov, int n)
 {
 	for (int i = 0; i < n; i++) {
-		memcpy(iov[i].iov_base, remote, iov[i].iov_len);
+		copy_bytes(iov[i].iov_base, remote, iov[i].iov_len);
 		remote += iov[i].iov_len;
 	}
 }
