@@ -42,17 +42,11 @@ static bool eligible(const struct urnic_qp *qp, const struct urnic_swqe *w)
 	       qp->rd_outstanding == 0 && !qp->rnr_deadline && !qp->tx_held;
 }
 
-/* The states whose QP takes requests, as recv.c's check for an RC packet has them. */
-static bool receives(uint32_t state)
-{
-	return state == IBV_QPS_RTR || state == IBV_QPS_RTS;
-}
-
 /* The responder QP's checks: it is the peer of qp, can receive, and allows the access. */
 static bool responder_accepts(const struct urnic_qp *qp, const struct urnic_board_qp *r,
 			      unsigned need)
 {
-	return receives(r->state) && r->dest_qpn == qp->ibv.qp_num &&
+	return urnic_state_takes_requests(r->state) && r->dest_qpn == qp->ibv.qp_num &&
 	       r->peer_addr == qp->dev->addr && (r->access & need) == need;
 }
 
@@ -269,7 +263,7 @@ void urnic_direct_publish_qp(struct urnic_qp *qp, bool destroyed)
 		.peer_addr = qp->peer_addr,
 	};
 
-	urnic_board_qp_publish(b, &q, !receives(q.state));
+	urnic_board_qp_publish(b, &q, !urnic_state_takes_requests(q.state));
 }
 
 void urnic_direct_publish_mr(struct urnic_dev *dev, struct urnic_mr *mr)

@@ -204,6 +204,12 @@ static inline struct urnic_swqe *sq_at(struct urnic_qp *qp, uint32_t idx)
 /* rq.c glue: takes the next receive WQE for a message into qp->cur_recv (no-op if one is
  * already taken); false when the queue is empty. Raises SRQ_LIMIT_REACHED when crossed. */
 bool urnic_qp_take_recv(struct urnic_qp *qp);
+/* Whether a QP in this state takes request packets (RTR or later, short of SQD: recv.c), and
+ * so a peer's one-sided operation (direct.c): the two must agree. */
+static inline bool urnic_state_takes_requests(enum ibv_qp_state s)
+{
+	return s == IBV_QPS_RTR || s == IBV_QPS_RTS;
+}
 static inline bool wqe_is_rd_atomic(const struct urnic_swqe *w)
 {
 	return w->opcode == IBV_WR_RDMA_READ || w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||

@@ -111,7 +111,7 @@ static int check_state(struct rx_ctx *c)
 	enum ibv_qp_state s = c->qp->ibv.state;
 
 	if (c->op->mask & URNIC_M_REQ)
-		return s == IBV_QPS_RTR || s == IBV_QPS_RTS ? PASS : DROP(drop_qp_state);
+		return urnic_state_takes_requests(s) ? PASS : DROP(drop_qp_state);
 	return s == IBV_QPS_RTS ? PASS : DROP(drop_qp_state);
 }
 

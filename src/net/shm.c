@@ -169,7 +169,7 @@ struct urnic_shm {
 	 * not asked again, or each of its operations would pay the failed look up */
 	int refused_pid;
 	uint64_t refused_nonce;
-	_Atomic uint64_t pins_swept_ns;
+	uint64_t pins_swept_ns; /* the last drop_idle_pins (pins_lock) */
 };
 
 static unsigned long netns_id(void)
@@ -1057,7 +1057,9 @@ static void drop_idle_views(struct urnic_shm *s, uint64_t now)
 	for (int i = 0; i < URNIC_SHM_VIEWS; i++)
 		if (s->views[i].base && s->views[i].used_recv <= s->views_seen_recv)
 			close_view(&s->views[i]);
+	pthread_mutex_lock(&s->pins_lock);
 	drop_idle_pins(s, now);
+	pthread_mutex_unlock(&s->pins_lock);
 	s->views_seen_ns = now;
 	s->views_seen_recv = s->recvs;
 }
@@ -1402,10 +1404,10 @@ static struct urnic_shm_pin *find_pin(struct urnic_shm *s, const struct shm_inbo
 }
 
 /* Unmaps the pins no one has held for VIEW_IDLE_NS: their regions may be gone (a memfd lives on
- * while it is mapped). At each new pin, and with the idle views (under progress_lock). */
+ * while it is mapped). With the idle views, and by a pin a second after the last look; pins_lock
+ * held. */
 static void drop_idle_pins(struct urnic_shm *s, uint64_t now)
 {
-	pthread_mutex_lock(&s->pins_lock);
 	for (int i = 0; i < URNIC_SHM_VIEWS; i++) {
 		struct urnic_shm_pin *p = &s->pins[i];
 
@@ -1414,7 +1416,7 @@ static void drop_idle_pins(struct urnic_shm *s, uint64_t now)
 			p->base = NULL;
 		}
 	}
-	pthread_mutex_unlock(&s->pins_lock);
+	s->pins_swept_ns = now;
 }
 
 /* A free entry, or the least recently pinned one no one holds; its old mapping goes. */
@@ -1446,11 +1448,9 @@ struct urnic_shm_pin *urnic_shm_pin(struct urnic_net *net, const struct shm_inbo
 
 	struct urnic_shm_pin *p;
 
-	if (now - s->pins_swept_ns >= VIEW_IDLE_NS) {
-		drop_idle_pins(s, now);
-		s->pins_swept_ns = now; /* (a race here costs a second sweep) */
-	}
 	pthread_mutex_lock(&s->pins_lock);
+	if (now - s->pins_swept_ns >= VIEW_IDLE_NS)
+		drop_idle_pins(s, now);
 	p = find_pin(s, peer, fd, serial);
 	bool refused_before = s->refused_pid == peer->pid && s->refused_nonce == peer->share_nonce;
 
